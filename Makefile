@@ -1,0 +1,174 @@
+# visdev - build, test and install (GNU make, Linux).
+#
+#   make                 build libvisdev (static and shared) and visdev
+#   make demo            install missing build dependencies, build, run the demo
+#   make check           install missing test dependencies, build, run every test
+#   make install PREFIX=/usr/local
+#   make fuzz            run each fuzz target for FUZZ_SECONDS (clang, libFuzzer)
+#   make bench           run the benchmarks in bench/
+#
+# DEVELOPER=1 adds -Werror and the long warning list; SANITIZE=address,undefined
+# builds with sanitizers. Each variant builds in its own folder (BUILD).
+
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR ?= $(PREFIX)/share/man
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+DESTDIR ?=
+
+CFLAGS ?= -O2 -g
+FUZZ_SECONDS ?= 30
+VERSION := $(shell sed -n 's/^\#define VD_VERSION "\(.*\)"/\1/p' include/visdev.h)
+
+variant := $(if $(SANITIZE),-san)$(if $(DEVELOPER),-dev)$(if $(findstring clang,$(CC)),-clang)
+BUILD ?= build$(variant)
+
+WARN := -Wall -Wextra
+ifdef DEVELOPER
+WARN += -Werror -Wshadow -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes \
+	-Wwrite-strings -Wundef -Wvla -Wcast-qual -fno-common
+endif
+ifdef SANITIZE
+CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS += -fsanitize=$(SANITIZE)
+endif
+
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -Iinclude -Isrc/lib $(WARN) $(CFLAGS)
+LIB_CFLAGS = $(ALL_CFLAGS) -fPIC -fvisibility=hidden
+LIBS = -ljansson -ldl
+
+LIB_SRC := $(wildcard src/lib/*.c)
+CLI_SRC := $(wildcard src/cli/*.c)
+LIB_OBJ := $(LIB_SRC:src/lib/%.c=$(BUILD)/obj/lib/%.o) $(BUILD)/obj/lib/demo_json.o
+CLI_OBJ := $(CLI_SRC:src/cli/%.c=$(BUILD)/obj/cli/%.o)
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
+MOCK_DIR := $(BUILD)/tests/mock-nvml
+MOCKS := $(MOCK_DIR)/libnvidia-ml.so.1 $(MOCK_DIR)/old/libnvidia-ml.so.1 $(MOCK_DIR)/libcuda.so.1
+CLI_TESTS := $(wildcard tests/cli/*.bats)
+
+STATIC_LIB := $(BUILD)/libvisdev.a
+SHARED_LIB := $(BUILD)/libvisdev.so.0
+PROGRAM := $(BUILD)/visdev
+
+CHECK_DEPS := gcc make perl libjansson-dev libcmocka-dev bats
+DEMO_DEPS := gcc make libjansson-dev
+
+.PHONY: all demo check test deps-check deps-demo install fuzz bench clean
+.DELETE_ON_ERROR:
+
+all: $(STATIC_LIB) $(SHARED_LIB) $(PROGRAM)
+
+$(BUILD)/obj/lib/%.o: src/lib/%.c include/visdev.h src/lib/internal.h
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) -c -o $@ $<
+
+# The demo server is a fixture compiled into the library as a C string.
+$(BUILD)/gen/demo_json.c: src/lib/demo.json
+	@mkdir -p $(@D)
+	{ printf 'const char demo_json[] =\n'; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/\t"/' -e 's/$$/\\n"/' $<; \
+	  printf ';\n'; } > $@
+
+$(BUILD)/obj/lib/demo_json.o: $(BUILD)/gen/demo_json.c
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) -c -o $@ $<
+
+$(BUILD)/obj/cli/%.o: src/cli/%.c include/visdev.h $(wildcard src/cli/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -Isrc/cli -c -o $@ $<
+
+$(STATIC_LIB): $(LIB_OBJ)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(SHARED_LIB): $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,libvisdev.so.0 $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(PROGRAM): $(CLI_OBJ) $(STATIC_LIB)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(STATIC_LIB) $(LIBS)
+
+$(BUILD)/tests/unit/%: tests/unit/%.c $(STATIC_LIB) $(wildcard tests/unit/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS) -lcmocka
+
+# The stand-in NVML serves a fixture through NVML's C API; the "old" one
+# lacks the versioned entry points of newer drivers. It reads fixtures with
+# the library's own parser and exports nothing but NVML's names.
+MOCK_LDFLAGS = -shared -Wl,--version-script=tests/mock-nvml/exports.map $(LDFLAGS)
+
+$(MOCK_DIR)/libnvidia-ml.so.1: tests/mock-nvml/mock-nvml.c $(STATIC_LIB) tests/mock-nvml/exports.map
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) $(MOCK_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
+
+$(MOCK_DIR)/old/libnvidia-ml.so.1: tests/mock-nvml/mock-nvml.c $(STATIC_LIB) tests/mock-nvml/exports.map
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) -DMOCK_NVML_OLD $(MOCK_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
+
+$(MOCK_DIR)/libcuda.so.1: tests/mock-nvml/mock-cuda.c $(STATIC_LIB) tests/mock-nvml/exports.map
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) $(MOCK_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
+
+deps-check:
+	@scripts/deps $(CHECK_DEPS)
+
+deps-demo:
+	@scripts/deps $(DEMO_DEPS)
+
+demo: deps-demo
+	@$(MAKE) --no-print-directory all
+	$(PROGRAM) --demo list
+	$(PROGRAM) --demo map 2,1
+
+check: deps-check
+	@$(MAKE) --no-print-directory test
+
+# Every test under prove: cmocka speaks TAP when asked, bats by default.
+test: all $(UNIT_BIN) $(MOCKS)
+	VISDEV=$(abspath $(PROGRAM)) MOCK_NVML_DIR=$(abspath $(MOCK_DIR)) \
+	CMOCKA_MESSAGE_OUTPUT=TAP LC_ALL=C \
+	prove --exec '' $(UNIT_BIN) $(CLI_TESTS)
+
+FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,build-fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_LIB_SRC := $(LIB_SRC) build-fuzz/gen/demo_json.c
+
+build-fuzz/gen/demo_json.c: $(BUILD)/gen/demo_json.c
+	@mkdir -p $(@D)
+	cp $< $@
+
+build-fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRC) include/visdev.h src/lib/internal.h
+	@mkdir -p $(@D)
+	clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc/lib -g -O1 \
+		-fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_LIB_SRC) $(LIBS)
+
+fuzz: $(FUZZ_TARGETS)
+	@for t in $(FUZZ_TARGETS); do \
+		name=$${t#build-fuzz/}; corpus=tests/fuzz/corpus-$${name#fuzz_}; \
+		mkdir -p $$corpus; \
+		echo "fuzzing $$name for $(FUZZ_SECONDS)s"; \
+		$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=0 $$corpus tests/fuzz/seeds/$${name#fuzz_} \
+			|| exit 1; \
+	done
+
+bench: all
+	bench/startup $(PROGRAM)
+
+$(BUILD)/visdev.pc: src/lib/visdev.pc.in include/visdev.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+install: all $(BUILD)/visdev.pc
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) \
+		$(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man1
+	install -m 755 $(PROGRAM) $(DESTDIR)$(BINDIR)/visdev
+	install -m 644 $(STATIC_LIB) $(DESTDIR)$(LIBDIR)/libvisdev.a
+	install -m 755 $(SHARED_LIB) $(DESTDIR)$(LIBDIR)/libvisdev.so.0
+	ln -sf libvisdev.so.0 $(DESTDIR)$(LIBDIR)/libvisdev.so
+	install -m 644 include/visdev.h $(DESTDIR)$(INCLUDEDIR)/visdev.h
+	install -m 644 $(BUILD)/visdev.pc $(DESTDIR)$(PKGCONFIGDIR)/visdev.pc
+	install -m 644 docs/visdev.1 $(DESTDIR)$(MANDIR)/man1/visdev.1
+
+clean:
+	rm -rf build build-*

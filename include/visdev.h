@@ -1,0 +1,345 @@
+/*
+ * visdev.h - the public API of libvisdev.
+ *
+ * libvisdev decides which NVIDIA GPUs a program sees. It reads the facts
+ * about a machine's GPUs from a backend (NVML loaded at run time, or a
+ * simulated server described in JSON), applies CUDA's rules for
+ * CUDA_VISIBLE_DEVICES to them, and writes values that resolve to exactly
+ * the devices chosen.
+ *
+ * Conventions, the same for every function:
+ * - Functions that can fail return 0 or a negative enum vd_error and leave a
+ *   one-line message for vd_error_last(). The library never prints, never
+ *   exits and never aborts on bad input.
+ * - Out-parameters come first and are named out. On failure *out is NULL.
+ * - Objects returned through out belong to the caller, who frees them with
+ *   the matching _free function. Every _free accepts NULL and does nothing.
+ * - Snapshots (struct vd_system) and resolutions (struct vd_resolution) are
+ *   plain data: read them freely, do not modify or free their members.
+ * - Sizes are in MiB unless a name says otherwise.
+ */
+#ifndef VISDEV_H
+#define VISDEV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+# define VD_API __attribute__((visibility("default")))
+#else
+# define VD_API
+#endif
+
+#define VD_VERSION "0.1.0"
+
+/* Errors: 0 is success, every failure is one of these, negative. */
+enum vd_error {
+	VD_OK = 0,
+	VD_EINVAL = -1,     /* a malformed argument or value */
+	VD_ENOMEM = -2,     /* out of memory */
+	VD_ENOTFOUND = -3,  /* no such file, device or entry */
+	VD_EIO = -4,        /* reading or writing failed */
+	VD_EPARSE = -5,     /* a malformed fixture */
+	VD_ENODRIVER = -6,  /* the NVML library could not be loaded */
+	VD_ENVML = -7,      /* NVML answered with an error */
+	VD_EBUSY = -8,      /* held by someone else */
+	VD_EPERM = -9,      /* refused: permissions or an unsafe file */
+	VD_ECUDA = -10,     /* the CUDA driver could not be asked */
+};
+
+/*
+ * The message of the last failure in this thread: one line, lower case, no
+ * full stop. Never NULL; valid until the next libvisdev call in this thread.
+ */
+VD_API const char *vd_error_last(void);
+
+/* A short name for an error code ("EINVAL", ...). Never NULL. */
+VD_API const char *vd_error_name(int code);
+
+/* The library's version string, VD_VERSION at build time. */
+VD_API const char *vd_version(void);
+
+/* ---- The device model ------------------------------------------------ */
+
+#define VD_UUID_MAX 96
+#define VD_NAME_MAX 96
+#define VD_BUSID_MAX 32
+#define VD_PROCNAME_MAX 64
+#define VD_PROFILE_MAX 32
+#define VD_DRIVER_MAX 32
+
+/* Which of a GPU's (or MIG instance's) measurements are known. */
+enum vd_gpu_fields {
+	VD_GPU_MEMORY = 1 << 0,      /* memory_total_mib and memory_used_mib */
+	VD_GPU_UTILIZATION = 1 << 1, /* utilization_gpu */
+	VD_GPU_TEMPERATURE = 1 << 2, /* temperature_c */
+	VD_GPU_POWER = 1 << 3,       /* power_mw */
+	VD_GPU_NUMA = 1 << 4,        /* numa_node */
+	VD_GPU_CUDA_RANK = 1 << 5,   /* cuda_rank */
+	VD_GPU_PROCESSES = 1 << 6,   /* processes: the list is known (maybe empty) */
+};
+
+/* A process using a GPU. */
+struct vd_process {
+	uint32_t pid;
+	int used_known;  /* used_mib is known */
+	uint64_t used_mib;
+	char name[VD_PROCNAME_MAX];  /* "" when unknown */
+};
+
+/* A MIG instance of a GPU in MIG mode. */
+struct vd_mig {
+	char uuid[VD_UUID_MAX];  /* "MIG-..." */
+	unsigned gi;             /* GPU instance id */
+	unsigned ci;             /* compute instance id */
+	char profile[VD_PROFILE_MAX];  /* "3g.40gb", "" when unknown */
+	unsigned fields;         /* VD_GPU_MEMORY */
+	uint64_t memory_total_mib;
+	uint64_t memory_used_mib;
+};
+
+/* A physical GPU. Fields not named in `fields` are unknown, not zero. */
+struct vd_gpu {
+	unsigned index;                  /* position in PCI bus order, as nvidia-smi */
+	char uuid[VD_UUID_MAX];          /* "GPU-..." */
+	char name[VD_NAME_MAX];          /* "NVIDIA H100 80GB HBM3" */
+	char pci_bus_id[VD_BUSID_MAX];   /* "00000000:18:00.0" */
+	int lost;                        /* fell off the bus: never to be chosen */
+	unsigned fields;                 /* enum vd_gpu_fields */
+	uint64_t memory_total_mib;
+	uint64_t memory_used_mib;
+	unsigned utilization_gpu;        /* percent */
+	int temperature_c;
+	unsigned power_mw;               /* milliwatts */
+	int numa_node;
+	unsigned cuda_rank;              /* place in CUDA's fastest-first order */
+	struct vd_process *processes;
+	size_t nprocesses;
+	int mig_mode;                    /* MIG mode is enabled */
+	struct vd_mig *mig;
+	size_t nmig;
+};
+
+/* How near two GPUs are, nearest first. */
+enum vd_link_level {
+	VD_LINK_NVLINK = 0,
+	VD_LINK_PIX,   /* same PCIe switch */
+	VD_LINK_PXB,   /* several PCIe switches */
+	VD_LINK_PHB,   /* same host bridge */
+	VD_LINK_NODE,  /* same NUMA node */
+	VD_LINK_SYS,   /* across sockets */
+};
+
+/* "nvlink", "pix", ...; NULL for a value out of range. */
+VD_API const char *vd_link_level_name(enum vd_link_level level);
+
+struct vd_link {
+	unsigned a, b;  /* GPU indices, a < b */
+	enum vd_link_level level;
+};
+
+/* What one backend saw of the machine at one moment. */
+struct vd_system {
+	char driver_version[VD_DRIVER_MAX];  /* "" when unknown */
+	int cuda_driver_version;             /* 12040 for 12.4; -1 when unknown */
+	struct vd_gpu *gpus;                 /* in PCI bus order: gpus[i].index == i */
+	size_t ngpus;
+	struct vd_link *links;
+	size_t nlinks;
+};
+
+/* Frees a snapshot and everything it points to. */
+VD_API void vd_system_free(struct vd_system *sys);
+
+/* Memory that is neither used nor reserved, or -1 when unknown. */
+VD_API int64_t vd_gpu_memory_free_mib(const struct vd_gpu *gpu);
+
+/*
+ * Whether every GPU of the snapshot carries a cuda_rank, so that CUDA's
+ * fastest-first order is known.
+ */
+VD_API int vd_system_fastest_known(const struct vd_system *sys);
+
+/* ---- Backends: where the facts come from ------------------------------ */
+
+struct vd_backend;
+
+struct vd_backend_options {
+	int demo;              /* the built-in demo server */
+	const char *fixture;   /* a simulated server from this JSON file */
+	const char *nvml_lib;  /* load this libnvidia-ml instead of the system's */
+	int use_env;           /* unset choices fall back to VISDEV_FIXTURE, VISDEV_NVML_LIB */
+};
+
+/*
+ * Opens the backend the options name: the demo server, a fixture, or NVML
+ * (the default). Errors: VD_EINVAL when both demo and a fixture are asked,
+ * VD_ENOTFOUND/VD_EIO/VD_EPARSE for a fixture that cannot be read or is
+ * malformed (the message names file, line and column), VD_ENODRIVER when
+ * libnvidia-ml cannot be loaded (the message names the library tried),
+ * VD_ENVML when NVML fails to initialise. Free with vd_backend_free().
+ */
+VD_API int vd_backend_open(struct vd_backend **out, const struct vd_backend_options *opts);
+
+/*
+ * Reads the machine's state now. A GPU that fell off the bus is returned
+ * with lost set and the others as usual. May be called many times on one
+ * backend. Free the snapshot with vd_system_free().
+ */
+VD_API int vd_backend_snapshot(struct vd_system **out, struct vd_backend *backend);
+
+/* "nvml", "fixture" or "demo". */
+VD_API const char *vd_backend_name(const struct vd_backend *backend);
+
+/* The library or file the backend reads from ("(built in)" for the demo). */
+VD_API const char *vd_backend_source(const struct vd_backend *backend);
+
+VD_API void vd_backend_free(struct vd_backend *backend);
+
+/* ---- CUDA_VISIBLE_DEVICES: the engine --------------------------------- */
+
+/* CUDA's enumeration order, chosen by CUDA_DEVICE_ORDER. */
+enum vd_order {
+	VD_ORDER_FASTEST = 0,  /* unset or FASTEST_FIRST: CUDA's default */
+	VD_ORDER_PCI = 1,      /* PCI_BUS_ID: the order of nvidia-smi and NVML */
+};
+
+/*
+ * Reads a CUDA_DEVICE_ORDER value (NULL when unset) into *out. Returns 0,
+ * or VD_EINVAL for a value CUDA does not know (*out is then the default,
+ * VD_ORDER_FASTEST, which is what CUDA uses; the message says so).
+ */
+VD_API int vd_order_parse(enum vd_order *out, const char *value);
+
+/* "pci" or "fastest". */
+VD_API const char *vd_order_name(enum vd_order order);
+
+/* Why a list of devices stopped before its end. */
+enum vd_stop_reason {
+	VD_STOP_NONE = 0,
+	VD_STOP_EMPTY,         /* an empty element ("0,,1", "0,1,") */
+	VD_STOP_NOT_A_NUMBER,  /* no digits where an ordinal was expected */
+	VD_STOP_NEGATIVE,      /* a negative ordinal */
+	VD_STOP_OUT_OF_RANGE,  /* an ordinal not below the device count */
+	VD_STOP_NOT_UUID,      /* in a UUID list, an element without GPU- or MIG- */
+	VD_STOP_NO_MATCH,      /* a UUID (prefix) that names no device */
+	VD_STOP_AMBIGUOUS,     /* a UUID prefix that names several devices */
+};
+
+/* "empty", "not-a-number", ... (the JSON names); NULL for VD_STOP_NONE. */
+VD_API const char *vd_stop_reason_name(enum vd_stop_reason reason);
+
+/* One device CUDA will see: a whole GPU, or one MIG instance of it. */
+struct vd_device_ref {
+	unsigned gpu;  /* index into vd_system.gpus */
+	int mig;       /* index into that GPU's mig, or -1 for the whole GPU */
+};
+
+/* What CUDA makes of a value of CUDA_VISIBLE_DEVICES on a machine. */
+struct vd_resolution {
+	int set;                   /* the variable is set (possibly empty) */
+	enum vd_order order;       /* the order ordinals were counted in */
+	int order_assumed;         /* fastest-first was asked but is unknown:
+	                              PCI bus order was used, and said */
+	int uuid_form;             /* the value is a list of GPU-/MIG- ids */
+	struct vd_device_ref *devices;  /* devices[n] is cuda:n */
+	size_t ndevices;
+	size_t nelements;          /* elements in the value, all of them */
+	enum vd_stop_reason stop;  /* why the list ended early, or NONE */
+	size_t stop_position;      /* 0-based element where it stopped */
+	char *stop_token;          /* that element as written */
+	int duplicate;             /* a device named twice: nothing is visible */
+	size_t duplicate_position; /* the element naming it the second time */
+	size_t duplicate_first;    /* the element naming it the first time */
+	size_t mig_limit;          /* how many of devices CUDA can use at once,
+	                              0 for no limit; see warnings */
+	char **warnings;           /* one-line notes, plain words */
+	size_t nwarnings;
+};
+
+/*
+ * Applies CUDA's rules for CUDA_VISIBLE_DEVICES to value (NULL: the variable
+ * is unset) on the machine sys, counting ordinals in order. Lost GPUs still
+ * count: CUDA numbers them too. A value that makes nothing visible is not
+ * an error: the resolution says why. Errors: VD_ENOMEM only.
+ */
+VD_API int vd_visible_resolve(struct vd_resolution **out, const struct vd_system *sys,
+			      const char *value, enum vd_order order);
+
+VD_API void vd_resolution_free(struct vd_resolution *res);
+
+/* Which form vd_visible_format() writes. */
+enum vd_format {
+	VD_FORMAT_INDEX = 0,  /* PCI bus indices, for CUDA_DEVICE_ORDER=PCI_BUS_ID */
+	VD_FORMAT_UUID = 1,   /* full GPU-/MIG- UUIDs, whatever the order */
+};
+
+/*
+ * Writes a value of CUDA_VISIBLE_DEVICES that resolves, under CUDA's rules,
+ * to exactly devs in that order (index form: with CUDA_DEVICE_ORDER set to
+ * PCI_BUS_ID). The empty set is "". Errors: VD_EINVAL for a device not in
+ * sys, a device named twice, or a MIG instance asked in index form (MIG
+ * devices have no index). The string is the caller's to free().
+ */
+VD_API int vd_visible_format(char **out, const struct vd_system *sys,
+			     const struct vd_device_ref *devs, size_t ndevs, enum vd_format format);
+
+/* What the NVIDIA container runtime does with NVIDIA_VISIBLE_DEVICES. */
+enum vd_container_mode {
+	VD_CONTAINER_UNSET = 0,  /* not set: the runtime's own default */
+	VD_CONTAINER_ALL,        /* "all": every GPU */
+	VD_CONTAINER_NONE,       /* "none": no GPU, but the driver is mounted */
+	VD_CONTAINER_VOID,       /* "void" or empty: no GPU support at all */
+	VD_CONTAINER_LIST,       /* indices or UUIDs */
+};
+
+struct vd_container_view {
+	enum vd_container_mode mode;
+	struct vd_device_ref *devices;  /* with VD_CONTAINER_LIST and ALL */
+	size_t ndevices;
+	char **warnings;  /* elements that name no device, and the like */
+	size_t nwarnings;
+};
+
+/*
+ * Explains a value of NVIDIA_VISIBLE_DEVICES (NULL: unset) on sys: which
+ * GPUs a container started with it gets. Errors: VD_ENOMEM only.
+ */
+VD_API int vd_container_resolve(struct vd_container_view **out, const struct vd_system *sys,
+				const char *value);
+
+VD_API void vd_container_view_free(struct vd_container_view *view);
+
+/*
+ * Looks through an environment (as environ: "NAME=value" strings, NULL at
+ * the end) for the mistakes that make CUDA_VISIBLE_DEVICES "do nothing":
+ * misspelt or lower-case names, stray quotes or blanks in the value. Each
+ * finding is one line in *out (NULL-terminated array, *nout entries); free
+ * with vd_strings_free(). Errors: VD_ENOMEM only.
+ */
+VD_API int vd_env_check(char ***out, size_t *nout, char *const *env);
+
+/*
+ * Asks the CUDA driver itself which devices it enumerates when
+ * CUDA_VISIBLE_DEVICES is value (NULL: unset) and CUDA_DEVICE_ORDER is
+ * order. The driver (cuda_lib, or "libcuda.so.1" when NULL) is loaded in a
+ * child process, so this process's CUDA state is untouched. *out holds the
+ * UUIDs ("GPU-..." or "MIG-...") in CUDA's order, *nout of them; free with
+ * vd_strings_free(). Errors: VD_ECUDA when the driver cannot be loaded or
+ * fails (the message says which call and what it answered), VD_ENOMEM.
+ */
+VD_API int vd_cuda_enumerate(char ***out, size_t *nout, const char *cuda_lib, const char *value,
+			     enum vd_order order);
+
+/* Frees an array of n strings returned by the library. */
+VD_API void vd_strings_free(char **strings, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

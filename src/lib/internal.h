@@ -1,0 +1,61 @@
+/*
+ * internal.h - what the modules of libvisdev share and do not export.
+ */
+#ifndef VISDEV_INTERNAL_H
+#define VISDEV_INTERNAL_H
+
+#include <stdarg.h>
+
+#include "visdev.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/*
+ * Records a one-line message for vd_error_last() and returns code, so that
+ * a failure reads `return error_set(VD_EINVAL, "bad '%s'", s);`.
+ */
+int error_set(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Copies src into dst of size n, always terminated, cut if need be. */
+void str_copy(char *dst, const char *src, size_t n);
+
+/* Appends a formatted line to a growing array of strings. */
+int strings_push(char ***list, size_t *n, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/*
+ * A backend: where the facts about GPUs come from. One static table of
+ * these lives in backend.c; open() gets the path it should read (a fixture
+ * file, an NVML library) or NULL for its default.
+ */
+struct vd_backend_ops {
+	const char *name;
+	int (*open)(void **state, const char *path);
+	int (*snapshot)(struct vd_system **out, void *state);
+	void (*close)(void *state);
+};
+
+extern const struct vd_backend_ops backend_nvml_ops;
+extern const struct vd_backend_ops backend_fixture_ops;
+extern const struct vd_backend_ops backend_demo_ops;
+
+/*
+ * Parses a fixture (the JSON format in DESIGN.md) of len bytes; name is
+ * the file name used in messages ("file:line:col: what is wrong").
+ * Errors: VD_EPARSE, VD_ENOMEM.
+ */
+int fixture_parse(struct vd_system **out, const char *text, size_t len, const char *name);
+
+/* Reads and parses a fixture file. Errors: VD_ENOTFOUND, VD_EIO, VD_EPARSE, VD_ENOMEM. */
+int fixture_load(struct vd_system **out, const char *path);
+
+/* The demo server: the source document's four GPUs, as fixture JSON. */
+extern const char demo_json[];
+
+/*
+ * Allocates a zeroed snapshot with room for ngpus GPUs (indices set,
+ * cuda_driver_version -1). Errors: VD_ENOMEM.
+ */
+int system_new(struct vd_system **out, size_t ngpus);
+
+#endif

@@ -1,0 +1,68 @@
+/*
+ * system.c - the device model: snapshots of a machine's GPUs.
+ */
+#include <stdlib.h>
+
+#include "internal.h"
+
+int system_new(struct vd_system **out, size_t ngpus)
+{
+	struct vd_system *sys;
+
+	*out = NULL;
+	sys = calloc(1, sizeof(*sys));
+	if (!sys)
+		return error_set(VD_ENOMEM, "out of memory");
+	sys->cuda_driver_version = -1;
+	if (ngpus) {
+		sys->gpus = calloc(ngpus, sizeof(*sys->gpus));
+		if (!sys->gpus) {
+			free(sys);
+			return error_set(VD_ENOMEM, "out of memory");
+		}
+	}
+	sys->ngpus = ngpus;
+	for (size_t i = 0; i < ngpus; i++)
+		sys->gpus[i].index = (unsigned)i;
+	*out = sys;
+	return 0;
+}
+
+void vd_system_free(struct vd_system *sys)
+{
+	if (!sys)
+		return;
+	for (size_t i = 0; i < sys->ngpus; i++) {
+		free(sys->gpus[i].processes);
+		free(sys->gpus[i].mig);
+	}
+	free(sys->gpus);
+	free(sys->links);
+	free(sys);
+}
+
+int64_t vd_gpu_memory_free_mib(const struct vd_gpu *gpu)
+{
+	if (!(gpu->fields & VD_GPU_MEMORY))
+		return -1;
+	if (gpu->memory_used_mib >= gpu->memory_total_mib)
+		return 0;
+	return (int64_t)(gpu->memory_total_mib - gpu->memory_used_mib);
+}
+
+int vd_system_fastest_known(const struct vd_system *sys)
+{
+	for (size_t i = 0; i < sys->ngpus; i++)
+		if (!(sys->gpus[i].fields & VD_GPU_CUDA_RANK))
+			return 0;
+	return 1;
+}
+
+const char *vd_link_level_name(enum vd_link_level level)
+{
+	static const char *const names[] = { "nvlink", "pix", "pxb", "phb", "node", "sys" };
+
+	if ((unsigned)level >= ARRAY_SIZE(names))
+		return NULL;
+	return names[level];
+}
