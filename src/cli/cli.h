@@ -1,0 +1,95 @@
+/*
+ * cli.h - what the commands share: options every command takes, opening
+ * the backend, messages and exit codes.
+ */
+#ifndef VISDEV_CLI_H
+#define VISDEV_CLI_H
+
+#include <getopt.h>
+#include <jansson.h>
+
+#include "visdev.h"
+
+/* Exit codes, documented in visdev(1). */
+enum {
+	EXIT_OK = 0,
+	EXIT_FAIL = 1,   /* something went wrong */
+	EXIT_USAGE = 2,  /* the command line is wrong */
+	EXIT_NONE = 3,   /* no GPU fits, or none was found */
+};
+
+/* Options every command takes. */
+struct cli_globals {
+	int json;
+	int help;
+	struct vd_backend_options backend;
+};
+
+/* getopt_long entries for the global options, to end each command's table. */
+#define CLI_GLOBAL_OPTIONS                                     \
+	{ "json", no_argument, NULL, 'J' },                    \
+	{ "demo", no_argument, NULL, 'D' },                    \
+	{ "fixture", required_argument, NULL, 'F' },           \
+	{ "nvml-lib", required_argument, NULL, 'N' },          \
+	{ "help", no_argument, NULL, 'h' },                    \
+	{ NULL, 0, NULL, 0 }
+
+#define CLI_GLOBAL_USAGE                                                        \
+	"  --json             machine-readable output\n"                        \
+	"  --demo             use the built-in demo server (four GPUs)\n"       \
+	"  --fixture FILE     use a simulated server described in FILE (JSON)\n" \
+	"  --nvml-lib PATH    load this libnvidia-ml instead of the system's\n" \
+	"  -h, --help         show this help\n"
+
+/*
+ * Handles one global option returned by getopt_long. Returns 1 when the
+ * option was a global one, 0 otherwise.
+ */
+int cli_global_option(struct cli_globals *g, int opt, const char *arg);
+
+/*
+ * Handles an option getopt_long did not take ('?' or ':'): prints the usage
+ * to stderr and returns EXIT_USAGE.
+ */
+int cli_usage_error(const char *usage);
+
+/* Prints "visdev: <message>" to stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Prints "visdev: <message>" for the library's last error; returns the exit code it means. */
+int cli_library_error(int err);
+
+/*
+ * Opens the backend the global options (or the environment) name and takes
+ * a snapshot. On failure prints why and what to do, and returns the exit code.
+ */
+int cli_snapshot(struct vd_system **out, const struct cli_globals *g);
+
+/* Prints a JSON value to stdout and frees it. Returns an exit code. */
+int cli_print_json(json_t *value);
+
+/* A JSON integer, or null when unknown. */
+json_t *cli_json_known_int(int known, long long value);
+
+/* A device as JSON: {"index", "uuid", "name", "pci_bus_id"} (+ "mig" for a MIG device). */
+json_t *cli_json_device(const struct vd_system *sys, struct vd_device_ref d);
+
+/* Writes a device in one line for people: "GPU 2  NVIDIA ...  GPU-...  00000000:..." */
+void cli_print_device(const struct vd_system *sys, struct vd_device_ref d, int name_width);
+
+/* The widest GPU name of a snapshot, for aligned columns. */
+int cli_name_width(const struct vd_system *sys);
+
+/*
+ * Parses a comma-separated list of whole numbers ("0,2,3") into a new
+ * array. On malformed input prints why, naming option, and returns -1.
+ */
+int cli_parse_index_list(unsigned **out, size_t *nout, const char *option, const char *text);
+
+/* The resolution of the environment's CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER. */
+int cli_resolve_env(struct vd_resolution **out, const struct vd_system *sys);
+
+/* Prints what the engine found: warnings and the environment's near misses, as "note: ...". */
+void cli_print_notes(char *const *notes, size_t n);
+
+#endif

@@ -1,0 +1,259 @@
+/*
+ * cmd_list.c - `visdev list`: every GPU, its state, and how the current
+ * CUDA_VISIBLE_DEVICES maps onto it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+
+extern char **environ;
+
+static const char usage[] =
+	"usage: visdev list [--json] [--demo | --fixture FILE | --nvml-lib PATH]\n"
+	"\n"
+	"Lists every GPU (and MIG instance): index, model, memory, utilisation,\n"
+	"temperature, power, processes, and which cuda:N it is under the current\n"
+	"CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER.\n"
+	"\n" CLI_GLOBAL_USAGE;
+
+/* The cuda:N a device has under the resolution, or -1 when hidden. */
+static int cuda_number(const struct vd_resolution *res, unsigned gpu, int mig)
+{
+	for (size_t i = 0; i < res->ndevices; i++)
+		if (res->devices[i].gpu == gpu && res->devices[i].mig == mig)
+			return (int)i;
+	return -1;
+}
+
+static json_t *json_processes(const struct vd_gpu *gpu)
+{
+	json_t *a;
+
+	if (!(gpu->fields & VD_GPU_PROCESSES))
+		return json_null();
+	a = json_array();
+	for (size_t i = 0; i < gpu->nprocesses; i++) {
+		const struct vd_process *p = &gpu->processes[i];
+
+		json_array_append_new(
+			a, json_pack("{s:I, s:o, s:o}", "pid", (json_int_t)p->pid, "used_mib",
+				     cli_json_known_int(p->used_known, (long long)p->used_mib),
+				     "name", p->name[0] ? json_string(p->name) : json_null()));
+	}
+	return a;
+}
+
+static json_t *json_gpu(const struct vd_system *sys, const struct vd_resolution *res, size_t i)
+{
+	const struct vd_gpu *g = &sys->gpus[i];
+	unsigned f = g->fields;
+	int cuda = cuda_number(res, (unsigned)i, -1);
+	json_t *o = json_object(), *mig = json_array();
+
+	json_object_set_new(o, "index", json_integer(g->index));
+	json_object_set_new(o, "uuid", json_string(g->uuid));
+	json_object_set_new(o, "name", json_string(g->name));
+	json_object_set_new(o, "pci_bus_id", json_string(g->pci_bus_id));
+	json_object_set_new(o, "lost", json_boolean(g->lost));
+	json_object_set_new(o, "memory_total_mib",
+			    cli_json_known_int(f & VD_GPU_MEMORY, (long long)g->memory_total_mib));
+	json_object_set_new(o, "memory_used_mib",
+			    cli_json_known_int(f & VD_GPU_MEMORY, (long long)g->memory_used_mib));
+	json_object_set_new(o, "memory_free_mib",
+			    cli_json_known_int(f & VD_GPU_MEMORY, vd_gpu_memory_free_mib(g)));
+	json_object_set_new(o, "utilization_gpu",
+			    cli_json_known_int(f & VD_GPU_UTILIZATION, g->utilization_gpu));
+	json_object_set_new(o, "temperature_c",
+			    cli_json_known_int(f & VD_GPU_TEMPERATURE, g->temperature_c));
+	json_object_set_new(o, "power_w",
+			    f & VD_GPU_POWER ? json_real(g->power_mw / 1000.0) : json_null());
+	json_object_set_new(o, "numa_node", cli_json_known_int(f & VD_GPU_NUMA, g->numa_node));
+	json_object_set_new(o, "cuda_rank", cli_json_known_int(f & VD_GPU_CUDA_RANK, g->cuda_rank));
+	json_object_set_new(o, "processes", json_processes(g));
+	json_object_set_new(o, "mig_mode", json_boolean(g->mig_mode));
+	for (size_t m = 0; m < g->nmig; m++) {
+		const struct vd_mig *mi = &g->mig[m];
+		int mc = cuda_number(res, (unsigned)i, (int)m);
+		int known = mi->fields & VD_GPU_MEMORY;
+
+		json_array_append_new(
+			mig, json_pack("{s:s, s:i, s:i, s:s, s:o, s:o, s:o}", "uuid", mi->uuid, "gi",
+				       (int)mi->gi, "ci", (int)mi->ci, "profile", mi->profile,
+				       "memory_total_mib",
+				       cli_json_known_int(known, (long long)mi->memory_total_mib),
+				       "memory_used_mib",
+				       cli_json_known_int(known, (long long)mi->memory_used_mib), "cuda",
+				       mc < 0 ? json_null() : json_integer(mc)));
+	}
+	json_object_set_new(o, "mig", mig);
+	json_object_set_new(o, "cuda", cuda < 0 ? json_null() : json_integer(cuda));
+	return o;
+}
+
+static int print_json(const struct vd_system *sys, const struct vd_resolution *res)
+{
+	json_t *root = json_object(), *gpus = json_array(), *links = json_array();
+	const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+
+	json_object_set_new(root, "driver_version",
+			    sys->driver_version[0] ? json_string(sys->driver_version) : json_null());
+	json_object_set_new(root, "cuda_driver_version",
+			    cli_json_known_int(sys->cuda_driver_version >= 0,
+					       sys->cuda_driver_version));
+	for (size_t i = 0; i < sys->ngpus; i++)
+		json_array_append_new(gpus, json_gpu(sys, res, i));
+	json_object_set_new(root, "gpus", gpus);
+	for (size_t i = 0; i < sys->nlinks; i++)
+		json_array_append_new(links, json_pack("{s:i, s:i, s:s}", "a", (int)sys->links[i].a,
+						       "b", (int)sys->links[i].b, "level",
+						       vd_link_level_name(sys->links[i].level)));
+	json_object_set_new(root, "links", links);
+	json_object_set_new(root, "cuda_visible_devices", cvd ? json_string(cvd) : json_null());
+	json_object_set_new(root, "order", json_string(vd_order_name(res->order)));
+	return cli_print_json(root);
+}
+
+/* "12.3 / 32.0 GiB", or "?" when unknown. */
+static void format_memory(char *buf, size_t n, unsigned known, uint64_t used, uint64_t total)
+{
+	if (!known)
+		snprintf(buf, n, "?");
+	else
+		snprintf(buf, n, "%.1f / %.1f GiB", used / 1024.0, total / 1024.0);
+}
+
+/* "2: python, train.py", "-" for none, "?" when unknown. */
+static void format_processes(char *buf, size_t n, const struct vd_gpu *g)
+{
+	size_t len;
+
+	if (!(g->fields & VD_GPU_PROCESSES)) {
+		snprintf(buf, n, "?");
+		return;
+	}
+	if (!g->nprocesses) {
+		snprintf(buf, n, "-");
+		return;
+	}
+	len = (size_t)snprintf(buf, n, "%zu:", g->nprocesses);
+	for (size_t i = 0; i < g->nprocesses && i < 2 && len < n; i++)
+		len += (size_t)snprintf(buf + len, n - len, "%s %s", i ? "," : "",
+					g->processes[i].name[0] ? g->processes[i].name : "?");
+	if (g->nprocesses > 2 && len < n)
+		snprintf(buf + len, n - len, ", ...");
+}
+
+static void format_cuda(char *buf, size_t n, int cuda)
+{
+	if (cuda < 0)
+		snprintf(buf, n, "hidden");
+	else
+		snprintf(buf, n, "cuda:%d", cuda);
+}
+
+static void print_table(const struct vd_system *sys, const struct vd_resolution *res)
+{
+	int w = cli_name_width(sys);
+
+	printf("GPU  %-*s  %-17s  %4s  %4s  %5s  %-20s  %s\n", w, "NAME", "MEMORY USED/TOTAL",
+	       "UTIL", "TEMP", "POWER", "PROCESSES", "CUDA");
+	for (size_t i = 0; i < sys->ngpus; i++) {
+		const struct vd_gpu *g = &sys->gpus[i];
+		char mem[48], util[8], temp[8], power[16], procs[64], cuda[16];
+
+		format_cuda(cuda, sizeof(cuda), cuda_number(res, (unsigned)i, -1));
+		if (g->lost) {
+			printf("%3u  %-*s  lost: fell off the bus, never chosen  %s\n", g->index,
+			       w, g->name[0] ? g->name : g->uuid, cuda);
+			continue;
+		}
+		format_memory(mem, sizeof(mem), g->fields & VD_GPU_MEMORY, g->memory_used_mib,
+			      g->memory_total_mib);
+		snprintf(util, sizeof(util), g->fields & VD_GPU_UTILIZATION ? "%u%%" : "?",
+			 g->utilization_gpu);
+		snprintf(temp, sizeof(temp), g->fields & VD_GPU_TEMPERATURE ? "%dC" : "?",
+			 g->temperature_c);
+		snprintf(power, sizeof(power), g->fields & VD_GPU_POWER ? "%u W" : "?",
+			 (g->power_mw + 500) / 1000);
+		format_processes(procs, sizeof(procs), g);
+		printf("%3u  %-*s  %-17s  %4s  %4s  %5s  %-20s  %s\n", g->index, w, g->name, mem,
+		       util, temp, power, procs, g->mig_mode && !g->nmig ? "MIG mode" : cuda);
+		for (size_t m = 0; m < g->nmig; m++) {
+			const struct vd_mig *mi = &g->mig[m];
+			char label[96];
+
+			snprintf(label, sizeof(label), "  MIG %s gi %u ci %u", mi->profile, mi->gi,
+				 mi->ci);
+			format_memory(mem, sizeof(mem), mi->fields & VD_GPU_MEMORY,
+				      mi->memory_used_mib, mi->memory_total_mib);
+			format_cuda(cuda, sizeof(cuda), cuda_number(res, (unsigned)i, (int)m));
+			printf("%3s  %-*s  %-17s  %4s  %4s  %5s  %-20s  %s\n", "", w, label, mem, "",
+			       "", "", mi->uuid, cuda);
+		}
+	}
+}
+
+/* One line on how the environment maps onto the GPUs. */
+static void print_mapping(const struct vd_system *sys, const struct vd_resolution *res)
+{
+	const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+	const char *order = getenv("CUDA_DEVICE_ORDER");
+
+	printf("\n");
+	if (!cvd)
+		printf("CUDA_VISIBLE_DEVICES is unset: CUDA sees all %zu GPUs", sys->ngpus);
+	else
+		printf("CUDA_VISIBLE_DEVICES=%s: CUDA sees %zu of %zu GPUs", cvd, res->ndevices,
+		       sys->ngpus);
+	printf(", numbered %s (CUDA_DEVICE_ORDER %s%s)\n",
+	       res->order == VD_ORDER_PCI ? "in PCI bus order, as above" : "fastest first",
+	       order ? "=" : "unset", order ? order : "");
+	if (cvd && (res->stop || res->duplicate))
+		printf("'visdev map' explains how CUDA reads the value\n");
+}
+
+int cmd_list(int argc, char **argv)
+{
+	static const struct option options[] = { CLI_GLOBAL_OPTIONS };
+	struct cli_globals g = { 0 };
+	struct vd_system *sys = NULL;
+	struct vd_resolution *res = NULL;
+	char **notes = NULL;
+	size_t nnotes = 0;
+	int opt, rc;
+
+	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1)
+		if (!cli_global_option(&g, opt, optarg))
+			return cli_usage_error(usage);
+	if (g.help) {
+		fputs(usage, stdout);
+		return EXIT_OK;
+	}
+	if (optind < argc) {
+		cli_error("list takes no arguments ('%s' given)", argv[optind]);
+		return cli_usage_error(usage);
+	}
+	rc = cli_snapshot(&sys, &g);
+	if (rc)
+		return rc;
+	rc = cli_resolve_env(&res, sys);
+	if (rc)
+		goto out;
+	if (g.json) {
+		rc = print_json(sys, res);
+		goto out;
+	}
+	print_table(sys, res);
+	print_mapping(sys, res);
+	cli_print_notes(res->warnings, res->nwarnings);
+	if (vd_env_check(&notes, &nnotes, environ) == 0)
+		cli_print_notes(notes, nnotes);
+	vd_strings_free(notes, nnotes);
+out:
+	vd_resolution_free(res);
+	vd_system_free(sys);
+	return rc;
+}

@@ -1,0 +1,387 @@
+/*
+ * cmd_map.c - `visdev map`: applies CUDA's rules to a value of
+ * CUDA_VISIBLE_DEVICES and shows cuda:N -> physical GPU, what was cut off
+ * and why; translates logical and physical ids.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+
+extern char **environ;
+
+static const char usage[] =
+	"usage: visdev map [VALUE] [--unset] [--order pci|fastest] [--logical LIST]\n"
+	"                  [--physical LIST] [--json] [--demo | --fixture FILE | --nvml-lib PATH]\n"
+	"\n"
+	"Shows what CUDA makes of VALUE as CUDA_VISIBLE_DEVICES (default: the\n"
+	"environment's): which physical GPU each cuda:N is, which GPUs are hidden,\n"
+	"and where and why CUDA stopped reading the list.\n"
+	"\n"
+	"  VALUE              the value to read, instead of the environment's\n"
+	"  --unset            read the variable as unset\n"
+	"  --order ORDER      pci (CUDA_DEVICE_ORDER=PCI_BUS_ID) or fastest (the default);\n"
+	"                     without it, the environment's CUDA_DEVICE_ORDER\n"
+	"  --logical LIST     which physical GPUs cuda:N are, e.g. DataParallel's device_ids\n"
+	"  --physical LIST    which cuda:N physical GPUs are, or that they are hidden\n" CLI_GLOBAL_USAGE;
+
+struct map_args {
+	int have_value;
+	const char *value;
+	int unset;
+	int have_order;
+	enum vd_order order;
+	unsigned *logical;
+	size_t nlogical;
+	unsigned *physical;
+	size_t nphysical;
+};
+
+/* The cuda:N of physical GPU index, or -1 when hidden. */
+static int cuda_of(const struct vd_resolution *res, unsigned index)
+{
+	for (size_t i = 0; i < res->ndevices; i++)
+		if (res->devices[i].gpu == index && res->devices[i].mig < 0)
+			return (int)i;
+	return -1;
+}
+
+/* Plain words for why the list stopped at the element it did. */
+static const char *stop_words(enum vd_stop_reason reason)
+{
+	switch (reason) {
+	case VD_STOP_EMPTY:
+		return "an empty element ends the list";
+	case VD_STOP_NOT_A_NUMBER:
+		return "an element with no digits ends the list";
+	case VD_STOP_NEGATIVE:
+		return "a negative ordinal ends the list";
+	case VD_STOP_OUT_OF_RANGE:
+		return "an ordinal not below the number of GPUs ends the list";
+	case VD_STOP_NOT_UUID:
+		return "in a list of UUIDs, an element without GPU- or MIG- ends the list";
+	case VD_STOP_NO_MATCH:
+		return "a UUID that names no GPU here ends the list";
+	case VD_STOP_AMBIGUOUS:
+		return "a UUID prefix that matches several devices ends the list";
+	case VD_STOP_NONE:
+		break;
+	}
+	return "";
+}
+
+static json_t *json_stop(const struct vd_resolution *res)
+{
+	if (res->stop == VD_STOP_NONE)
+		return json_null();
+	return json_pack("{s:I, s:s, s:s}", "position", (json_int_t)res->stop_position, "token",
+			 res->stop_token, "reason", vd_stop_reason_name(res->stop));
+}
+
+static json_t *json_strings(char *const *s, size_t n)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(a, json_string(s[i]));
+	return a;
+}
+
+static json_t *json_container(const struct vd_system *sys, const char *value)
+{
+	static const char *const modes[] = { "unset", "all", "none", "void", "list" };
+	struct vd_container_view *v = NULL;
+	json_t *o, *devs;
+
+	if (!value || vd_container_resolve(&v, sys, value))
+		return json_null();
+	devs = json_array();
+	for (size_t i = 0; i < v->ndevices; i++)
+		json_array_append_new(devs, cli_json_device(sys, v->devices[i]));
+	o = json_pack("{s:s, s:s, s:o, s:o}", "value", value, "mode", modes[v->mode], "devices",
+		      devs, "warnings", json_strings(v->warnings, v->nwarnings));
+	vd_container_view_free(v);
+	return o;
+}
+
+static int print_json(const struct vd_system *sys, const struct vd_resolution *res,
+		      const struct map_args *a, const char *value)
+{
+	json_t *root = json_object(), *devs = json_array(), *hidden = json_array();
+	char **notes = NULL;
+	size_t nnotes = 0;
+
+	for (size_t i = 0; i < res->ndevices; i++) {
+		json_t *d = cli_json_device(sys, res->devices[i]);
+
+		json_object_set_new(d, "cuda", json_integer((json_int_t)i));
+		json_array_append_new(devs, d);
+	}
+	for (unsigned g = 0; g < sys->ngpus; g++)
+		if (cuda_of(res, g) < 0)
+			json_array_append_new(hidden, json_integer(g));
+	json_object_set_new(root, "value", value ? json_string(value) : json_null());
+	json_object_set_new(root, "order", json_string(vd_order_name(res->order)));
+	json_object_set_new(root, "order_assumed", json_boolean(res->order_assumed));
+	json_object_set_new(root, "devices", devs);
+	json_object_set_new(root, "hidden", hidden);
+	json_object_set_new(root, "stop", json_stop(res));
+	json_object_set_new(root, "duplicate",
+			    res->duplicate ? json_pack("{s:I, s:I}", "first",
+						       (json_int_t)res->duplicate_first, "position",
+						       (json_int_t)res->duplicate_position)
+					   : json_null());
+	json_object_set_new(root, "warnings", json_strings(res->warnings, res->nwarnings));
+	if (!a->have_value && !a->unset && vd_env_check(&notes, &nnotes, environ) == 0) {
+		json_array_extend(json_object_get(root, "warnings"), json_strings(notes, nnotes));
+		vd_strings_free(notes, nnotes);
+	}
+	json_object_set_new(root, "nvidia_visible_devices",
+			    json_container(sys, getenv("NVIDIA_VISIBLE_DEVICES")));
+	if (a->logical) {
+		json_t *l = json_array();
+
+		for (size_t i = 0; i < a->nlogical; i++) {
+			unsigned n = a->logical[i];
+			json_t *d = n < res->ndevices ? cli_json_device(sys, res->devices[n])
+						      : json_object();
+
+			if (n >= res->ndevices)
+				json_object_set_new(d, "index", json_null());
+			json_object_set_new(d, "cuda", json_integer(n));
+			json_array_append_new(l, d);
+		}
+		json_object_set_new(root, "logical", l);
+	}
+	if (a->physical) {
+		json_t *p = json_array();
+
+		for (size_t i = 0; i < a->nphysical; i++) {
+			int c = cuda_of(res, a->physical[i]);
+
+			json_array_append_new(p, json_pack("{s:i, s:o}", "index",
+							   (int)a->physical[i], "cuda",
+							   c < 0 ? json_null() : json_integer(c)));
+		}
+		json_object_set_new(root, "physical", p);
+	}
+	return cli_print_json(root);
+}
+
+/* The explanation for people: what CUDA saw in the value, in plain words. */
+static void print_explanation(const struct vd_resolution *res, const char *value)
+{
+	if (!value) {
+		printf("CUDA_VISIBLE_DEVICES is unset: CUDA sees every GPU\n");
+		return;
+	}
+	if (!*value) {
+		printf("CUDA_VISIBLE_DEVICES is empty: CUDA sees no GPU, and the program runs on "
+		       "the CPU\n");
+		return;
+	}
+	if (res->duplicate)
+		printf("elements %zu and %zu name the same device: a device named twice makes "
+		       "CUDA see no device at all\n",
+		       res->duplicate_first + 1, res->duplicate_position + 1);
+	if (res->stop)
+		printf("CUDA stops reading at element %zu of %zu, '%s': %s; it ignores that "
+		       "element and all after it\n",
+		       res->stop_position + 1, res->nelements, res->stop_token,
+		       stop_words(res->stop));
+	if (!res->ndevices)
+		printf("CUDA sees no GPU: torch.cuda.device_count() is 0 and the program runs on "
+		       "the CPU\n");
+}
+
+static void print_container(const struct vd_system *sys, const char *value, int width)
+{
+	static const char *const words[] = {
+		"", "a container gets every GPU", "a container gets no GPU, but the driver",
+		"a container gets no GPU support at all", "a container gets",
+	};
+	struct vd_container_view *v = NULL;
+
+	if (!value || vd_container_resolve(&v, sys, value))
+		return;
+	printf("NVIDIA_VISIBLE_DEVICES=%s: %s%s\n", value, words[v->mode],
+	       v->mode == VD_CONTAINER_LIST && !v->ndevices ? " nothing" : "");
+	if (v->mode == VD_CONTAINER_LIST)
+		for (size_t i = 0; i < v->ndevices; i++) {
+			printf("  ");
+			cli_print_device(sys, v->devices[i], width);
+		}
+	cli_print_notes(v->warnings, v->nwarnings);
+	vd_container_view_free(v);
+}
+
+static int print_text(const struct vd_system *sys, const struct vd_resolution *res,
+		      const struct map_args *a, const char *value)
+{
+	int w = cli_name_width(sys), hidden = 0, rc = EXIT_OK;
+	char **notes = NULL;
+	size_t nnotes = 0;
+
+	if (value)
+		printf("CUDA_VISIBLE_DEVICES='%s'", value);
+	else
+		printf("CUDA_VISIBLE_DEVICES unset");
+	printf(", ordinals counted %s\n",
+	       res->order == VD_ORDER_PCI ? "in PCI bus order (CUDA_DEVICE_ORDER=PCI_BUS_ID)"
+					  : "fastest first (CUDA_DEVICE_ORDER=FASTEST_FIRST, the "
+					    "default)");
+	for (size_t i = 0; i < res->ndevices; i++) {
+		printf("cuda:%zu -> ", i);
+		cli_print_device(sys, res->devices[i], w);
+	}
+	for (unsigned g = 0; g < sys->ngpus; g++) {
+		if (cuda_of(res, g) >= 0)
+			continue;
+		printf("%s", hidden++ ? "          " : "hidden:   ");
+		cli_print_device(sys, (struct vd_device_ref){ g, -1 }, w);
+	}
+	print_explanation(res, value);
+	cli_print_notes(res->warnings, res->nwarnings);
+	if (!a->have_value && !a->unset && vd_env_check(&notes, &nnotes, environ) == 0)
+		cli_print_notes(notes, nnotes);
+	vd_strings_free(notes, nnotes);
+	print_container(sys, getenv("NVIDIA_VISIBLE_DEVICES"), w);
+
+	for (size_t i = 0; i < a->nlogical; i++) {
+		unsigned n = a->logical[i];
+
+		if (n >= res->ndevices) {
+			cli_error("cuda:%u does not exist: CUDA sees %zu device%s, so it answers "
+				  "'invalid device ordinal'",
+				  n, res->ndevices, res->ndevices == 1 ? "" : "s");
+			rc = EXIT_NONE;
+			continue;
+		}
+		printf("cuda:%u is ", n);
+		cli_print_device(sys, res->devices[n], w);
+	}
+	for (size_t i = 0; i < a->nphysical; i++) {
+		int c = cuda_of(res, a->physical[i]);
+
+		if (c < 0)
+			printf("GPU %u is hidden: CUDA does not see it\n", a->physical[i]);
+		else
+			printf("GPU %u is cuda:%d\n", a->physical[i], c);
+	}
+	return rc;
+}
+
+/* Reads the command line into a; returns -1 to go on, or an exit code. */
+static int parse_args(struct map_args *a, struct cli_globals *g, int argc, char **argv)
+{
+	enum { OPT_UNSET = 256, OPT_ORDER, OPT_LOGICAL, OPT_PHYSICAL };
+	static const struct option options[] = {
+		{ "unset", no_argument, NULL, OPT_UNSET },
+		{ "order", required_argument, NULL, OPT_ORDER },
+		{ "logical", required_argument, NULL, OPT_LOGICAL },
+		{ "physical", required_argument, NULL, OPT_PHYSICAL },
+		CLI_GLOBAL_OPTIONS
+	};
+	int opt;
+
+	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+		switch (opt) {
+		case OPT_UNSET:
+			a->unset = 1;
+			break;
+		case OPT_ORDER:
+			a->have_order = 1;
+			if (!strcmp(optarg, "pci"))
+				a->order = VD_ORDER_PCI;
+			else if (!strcmp(optarg, "fastest"))
+				a->order = VD_ORDER_FASTEST;
+			else {
+				cli_error("--order takes pci or fastest, not '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case OPT_LOGICAL:
+			free(a->logical);
+			if (cli_parse_index_list(&a->logical, &a->nlogical, "--logical", optarg))
+				return EXIT_USAGE;
+			break;
+		case OPT_PHYSICAL:
+			free(a->physical);
+			if (cli_parse_index_list(&a->physical, &a->nphysical, "--physical", optarg))
+				return EXIT_USAGE;
+			break;
+		default:
+			if (!cli_global_option(g, opt, optarg))
+				return cli_usage_error(usage);
+		}
+	}
+	if (g->help) {
+		fputs(usage, stdout);
+		return EXIT_OK;
+	}
+	if (argc - optind > 1) {
+		cli_error("map takes one value; quote it if it has blanks or commas ('%s' is "
+			  "extra)",
+			  argv[optind + 1]);
+		return cli_usage_error(usage);
+	}
+	if (optind < argc) {
+		a->have_value = 1;
+		a->value = argv[optind];
+	}
+	if (a->have_value && a->unset) {
+		cli_error("--unset and a VALUE contradict each other: give one");
+		return EXIT_USAGE;
+	}
+	return -1;
+}
+
+int cmd_map(int argc, char **argv)
+{
+	struct map_args a = { 0 };
+	struct cli_globals g = { 0 };
+	struct vd_system *sys = NULL;
+	struct vd_resolution *res = NULL;
+	const char *value;
+	int rc, err;
+
+	rc = parse_args(&a, &g, argc, argv);
+	if (rc >= 0)
+		goto out;
+	value = a.unset ? NULL : a.have_value ? a.value : getenv("CUDA_VISIBLE_DEVICES");
+	if (!a.have_order && vd_order_parse(&a.order, getenv("CUDA_DEVICE_ORDER")))
+		cli_error("%s", vd_error_last());
+	rc = cli_snapshot(&sys, &g);
+	if (rc)
+		goto out;
+	for (size_t i = 0; i < a.nphysical; i++) {
+		if (a.physical[i] >= sys->ngpus) {
+			cli_error("--physical %u: there is no GPU %u here (GPUs 0 to %zu); 'visdev "
+				  "list' shows them",
+				  a.physical[i], a.physical[i], sys->ngpus - 1);
+			rc = EXIT_NONE;
+			goto out;
+		}
+	}
+	err = vd_visible_resolve(&res, sys, value, a.order);
+	if (err) {
+		rc = cli_library_error(err);
+		goto out;
+	}
+	if (g.json) {
+		rc = print_json(sys, res, &a, value);
+		for (size_t i = 0; rc == EXIT_OK && i < a.nlogical; i++)
+			if (a.logical[i] >= res->ndevices)
+				rc = EXIT_NONE;
+	} else {
+		rc = print_text(sys, res, &a, value);
+	}
+out:
+	free(a.logical);
+	free(a.physical);
+	vd_resolution_free(res);
+	vd_system_free(sys);
+	return rc;
+}

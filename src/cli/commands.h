@@ -1,0 +1,10 @@
+/*
+ * commands.h - one function per command; each returns the exit status.
+ */
+#ifndef VISDEV_COMMANDS_H
+#define VISDEV_COMMANDS_H
+
+int cmd_list(int argc, char **argv);
+int cmd_map(int argc, char **argv);
+
+#endif
