@@ -94,6 +94,11 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(STATIC_LIB) $(wildcard tests/unit/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS) -lcmocka
 
+# The GPU check's program: built with the tests so that it never rots.
+$(BUILD)/tests/gpu/check: tests/gpu/check.c $(STATIC_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
+
 # The stand-in NVML serves a fixture through NVML's C API; the "old" one
 # lacks the versioned entry points of newer drivers. It reads fixtures with
 # the library's own parser and exports nothing but NVML's names.
@@ -126,7 +131,7 @@ check: deps-check
 	@$(MAKE) --no-print-directory test
 
 # Every test under prove: cmocka speaks TAP when asked, bats by default.
-test: all $(UNIT_BIN) $(MOCKS)
+test: all $(UNIT_BIN) $(MOCKS) $(BUILD)/tests/gpu/check
 	VISDEV=$(abspath $(PROGRAM)) MOCK_NVML_DIR=$(abspath $(MOCK_DIR)) \
 	CMOCKA_MESSAGE_OUTPUT=TAP LC_ALL=C \
 	prove --exec '' $(UNIT_BIN) $(CLI_TESTS)
@@ -152,8 +157,14 @@ fuzz: $(FUZZ_TARGETS)
 			|| exit 1; \
 	done
 
-bench: all
-	bench/startup $(PROGRAM)
+$(BUILD)/bench/%: bench/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $<
+
+BENCH_RUNS ?= 500
+
+bench: all $(BUILD)/bench/startup
+	$(BUILD)/bench/startup $(BENCH_RUNS) $(PROGRAM) tests/fixtures/eight.json
 
 $(BUILD)/visdev.pc: src/lib/visdev.pc.in include/visdev.h
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
