@@ -344,9 +344,15 @@ static int explain_order(struct vd_resolution *res, const struct vd_system *sys,
 				    "CUDA_DEVICE_ORDER is FASTEST_FIRST (the default) and CUDA's "
 				    "fastest-first order is unknown here: PCI bus order was assumed; "
 				    "set CUDA_DEVICE_ORDER=PCI_BUS_ID to make it so");
-	if (res->order != VD_ORDER_FASTEST || res->order_assumed)
+	if (res->order != VD_ORDER_FASTEST || res->order_assumed || (res->set && res->uuid_form))
 		return 0;
-	for (size_t k = 0; k < sys->ngpus; k++) {
+	/* the first ordinal the value uses (every one when unset) that nvidia-smi reads otherwise */
+	for (size_t i = 0; i < (res->set ? res->ndevices : sys->ngpus); i++) {
+		size_t k = i;
+
+		if (res->set)
+			for (k = 0; order[k] != res->devices[i].gpu; k++)
+				;
 		if (order[k] != k)
 			return strings_push(&res->warnings, &res->nwarnings,
 					    "CUDA_DEVICE_ORDER is FASTEST_FIRST (the default): "

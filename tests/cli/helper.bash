@@ -1,0 +1,37 @@
+# Shared by the CLI tests: where the program and the stand-in NVML are, and a
+# scratch folder per test. `make test` exports VISDEV and MOCK_NVML_DIR.
+export LC_ALL=C
+VISDEV=${VISDEV:-$BATS_TEST_DIRNAME/../../build/visdev}
+MOCK_NVML_DIR=${MOCK_NVML_DIR:-$BATS_TEST_DIRNAME/../../build/tests/mock-nvml}
+FIXTURES=$BATS_TEST_DIRNAME/../fixtures
+
+setup() {
+	cd "$BATS_TEST_TMPDIR" || return 1
+	unset CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER NVIDIA_VISIBLE_DEVICES
+	unset VISDEV_FIXTURE VISDEV_NVML_LIB VISDEV_CUDA_LIB MOCK_NVML_FIXTURE
+	# a machine without a driver, whatever this one has
+	export VISDEV_NVML_LIB=$BATS_TEST_TMPDIR/no-such-libnvidia-ml.so.1
+}
+
+# visdev through the stand-in NVML serving fixture $1 (and its libcuda for the order).
+mock() {
+	local fixture=$1
+	shift
+	MOCK_NVML_FIXTURE=$fixture VISDEV_CUDA_LIB=$MOCK_NVML_DIR/libcuda.so.1 \
+		"$VISDEV" --nvml-lib "$MOCK_NVML_DIR/libnvidia-ml.so.1" "$@"
+}
+
+# Fails with the output shown unless $output contains $1.
+assert_output_has() {
+	if [[ "$output" != *"$1"* ]]; then
+		printf 'expected to find: %s\nin output:\n%s\n' "$1" "$output" >&2
+		return 1
+	fi
+}
+
+assert_status() {
+	if [ "$status" -ne "$1" ]; then
+		printf 'expected exit %s, got %s; output:\n%s\n' "$1" "$status" "$output" >&2
+		return 1
+	fi
+}

@@ -1,0 +1,197 @@
+#!/usr/bin/env bats
+# visdev map: CUDA's rules applied to a value, logical <-> physical, bad input.
+
+load helper
+
+@test "map 2,1 in PCI order: the guide's example, cuda:0 is the RTX 3090" {
+	run "$VISDEV" --demo map 2,1 --order pci
+	assert_status 0
+	[[ "${lines[1]}" == "cuda:0 -> GPU 2  NVIDIA GeForce RTX 3090 "* ]]
+	[[ "${lines[2]}" == "cuda:1 -> GPU 1  Tesla P100-PCIE-16GB "* ]]
+	[[ "${lines[3]}" == "hidden:   GPU 0 "* ]]
+	[[ "${lines[4]}" == "          GPU 3 "* ]]
+	assert_output_has "00000000:86:00.0"
+}
+
+@test "map reads the value and the order from the environment by default" {
+	CUDA_VISIBLE_DEVICES=2,1 CUDA_DEVICE_ORDER=PCI_BUS_ID run "$VISDEV" --demo map --json
+	assert_status 0
+	[ "$(jq -r .value <<<"$output")" = "2,1" ]
+	[ "$(jq -r .order <<<"$output")" = pci ]
+	[ "$(jq -c '[.devices[] | [.cuda, .index]]' <<<"$output")" = "[[0,2],[1,1]]" ]
+}
+
+@test "map in CUDA's default order counts fastest first, and says so" {
+	run "$VISDEV" --demo map 2,1
+	assert_status 0
+	# fastest first on the demo: 3090, V100, 2080 Ti, P100
+	[[ "${lines[1]}" == "cuda:0 -> GPU 3 "* ]]
+	[[ "${lines[2]}" == "cuda:1 -> GPU 0 "* ]]
+	assert_output_has "ordinal 2 is GPU 3, not GPU 2 as nvidia-smi numbers"
+}
+
+@test "map --json has the contract's keys" {
+	run "$VISDEV" --demo map 0,2 --order pci --json
+	assert_status 0
+	jq -e 'has("value") and has("order") and has("devices") and has("stop")
+		and has("warnings")' <<<"$output"
+	jq -e '.devices[0] | has("cuda") and has("index") and has("uuid") and has("name")' \
+		<<<"$output"
+	[ "$(jq -c .stop <<<"$output")" = null ]
+}
+
+@test "a negative ordinal ends the list: where, which token and why" {
+	run "$VISDEV" --demo map 0,2,-1,1 --order pci --json
+	assert_status 0
+	[ "$(jq -c '[.devices[].index]' <<<"$output")" = "[0,2]" ]
+	[ "$(jq -c .stop <<<"$output")" = '{"position":2,"token":"-1","reason":"negative"}' ]
+	run "$VISDEV" --demo map 0,2,-1,1 --order pci
+	assert_output_has "CUDA stops reading at element 3 of 4, '-1': a negative ordinal"
+}
+
+@test "an ordinal out of range ends the list the same way" {
+	run "$VISDEV" --demo map 0,2,9,1 --order pci --json
+	[ "$(jq -c '[.devices[].index]' <<<"$output")" = "[0,2]" ]
+	[ "$(jq -r .stop.reason <<<"$output")" = out-of-range ]
+}
+
+@test "a device named twice makes nothing visible, and that is not an error" {
+	run "$VISDEV" --demo map 0,0 --order pci --json
+	assert_status 0
+	[ "$(jq '.devices | length' <<<"$output")" = 0 ]
+	[ "$(jq -c .duplicate <<<"$output")" = '{"first":0,"position":1}' ]
+	run "$VISDEV" --demo map 0,0 --order pci
+	assert_status 0
+	assert_output_has "name the same device"
+	assert_output_has "CUDA sees no GPU"
+}
+
+@test "an empty value hides every GPU; --unset shows every GPU" {
+	run "$VISDEV" --demo map ""
+	assert_status 0
+	assert_output_has "CUDA_VISIBLE_DEVICES is empty: CUDA sees no GPU"
+	CUDA_VISIBLE_DEVICES=0 run "$VISDEV" --demo map --unset --json
+	assert_status 0
+	[ "$(jq '.devices | length' <<<"$output")" = 4 ]
+	[ "$(jq .value <<<"$output")" = null ]
+}
+
+@test "UUIDs and their unique prefixes name GPUs; an unknown one ends the list" {
+	run "$VISDEV" --demo map GPU-b61e,GPU-8932f937-d72c-4106-c12f-20bd9faed9f6,GPU-ffff --json
+	assert_status 0
+	[ "$(jq -c '[.devices[].index]' <<<"$output")" = "[2,0]" ]
+	[ "$(jq -r .stop.reason <<<"$output")" = no-match ]
+	[ "$(jq -r .stop.token <<<"$output")" = GPU-ffff ]
+}
+
+@test "a value that looks like an option is read after --" {
+	run "$VISDEV" --demo map --order pci --json -- -1
+	assert_status 0
+	[ "$(jq -r .stop.reason <<<"$output")" = negative ]
+}
+
+@test "--logical answers which physical GPUs DataParallel's device_ids are" {
+	CUDA_VISIBLE_DEVICES=2,1 CUDA_DEVICE_ORDER=PCI_BUS_ID \
+		run "$VISDEV" --demo map --logical 0,1
+	assert_status 0
+	assert_output_has "cuda:0 is GPU 2  NVIDIA GeForce RTX 3090"
+	assert_output_has "cuda:1 is GPU 1  Tesla P100-PCIE-16GB"
+	CUDA_VISIBLE_DEVICES=2,1 CUDA_DEVICE_ORDER=PCI_BUS_ID \
+		run "$VISDEV" --demo map --logical 0,1 --json
+	[ "$(jq -c '[.logical[].index]' <<<"$output")" = "[2,1]" ]
+}
+
+@test "--logical beyond the visible devices is 'invalid device ordinal', exit 3" {
+	CUDA_VISIBLE_DEVICES=2,1 run "$VISDEV" --demo map --logical 2
+	assert_status 3
+	assert_output_has "cuda:2 does not exist"
+	assert_output_has "invalid device ordinal"
+	CUDA_VISIBLE_DEVICES=2,1 run "$VISDEV" --demo map --logical 2 --json
+	assert_status 3
+}
+
+@test "--physical answers which cuda:N a GPU is, or that it is hidden" {
+	CUDA_VISIBLE_DEVICES=2,1 CUDA_DEVICE_ORDER=PCI_BUS_ID \
+		run "$VISDEV" --demo map --physical 1,3
+	assert_status 0
+	assert_output_has "GPU 1 is cuda:1"
+	assert_output_has "GPU 3 is hidden"
+	CUDA_VISIBLE_DEVICES=2,1 CUDA_DEVICE_ORDER=PCI_BUS_ID \
+		run "$VISDEV" --demo map --physical 1,3 --json
+	[ "$(jq -c '[.physical[].cuda]' <<<"$output")" = "[1,null]" ]
+	run "$VISDEV" --demo map --physical 9
+	assert_status 3
+	assert_output_has "there is no GPU 9"
+}
+
+@test "malformed options are usage errors, exit 2" {
+	run "$VISDEV" --demo map --logical 0,x
+	assert_status 2
+	assert_output_has "--logical takes a list of whole numbers"
+	run "$VISDEV" --demo map --physical ""
+	assert_status 2
+	run "$VISDEV" --demo map --order sideways
+	assert_status 2
+	assert_output_has "--order takes pci or fastest"
+	run "$VISDEV" --demo map 0 --unset
+	assert_status 2
+	run "$VISDEV" --demo map 0 1
+	assert_status 2
+	assert_output_has "map takes one value"
+	run "$VISDEV" --demo map --bogus
+	assert_status 2
+	assert_output_has "usage: visdev map"
+}
+
+@test "an unknown CUDA_DEVICE_ORDER is reported and CUDA's default used" {
+	CUDA_DEVICE_ORDER=pci run "$VISDEV" --demo map 0 --json
+	assert_status 0
+	assert_output_has "CUDA_DEVICE_ORDER 'pci' is neither FASTEST_FIRST nor PCI_BUS_ID"
+}
+
+@test "where the fastest-first order is unknown, map says it assumed PCI order" {
+	run "$VISDEV" --fixture "$FIXTURES/engine-norank.json" map 1,0 --json
+	assert_status 0
+	[ "$(jq .order_assumed <<<"$output")" = true ]
+	[ "$(jq -c '[.devices[].index]' <<<"$output")" = "[1,0]" ]
+	jq -e '.warnings | map(test("fastest-first order is unknown")) | any' <<<"$output"
+}
+
+@test "MIG devices are named by UUID, and the driver's limit is reported" {
+	mig=$("$VISDEV" --fixture "$FIXTURES/mig.json" list --json |
+		jq -r '[.gpus[].mig[].uuid] | join(",")')
+	run "$VISDEV" --fixture "$FIXTURES/mig.json" map "$mig" --json
+	assert_status 0
+	[ "$(jq '[.devices[] | select(has("mig"))] | length' <<<"$output")" -ge 2 ]
+	jq -e '.warnings | map(test("MIG")) | any' <<<"$output"
+}
+
+@test "NVIDIA_VISIBLE_DEVICES is explained too" {
+	NVIDIA_VISIBLE_DEVICES=0,2 run "$VISDEV" --demo map --json
+	assert_status 0
+	[ "$(jq -r .nvidia_visible_devices.mode <<<"$output")" = list ]
+	[ "$(jq -c '[.nvidia_visible_devices.devices[].index]' <<<"$output")" = "[0,2]" ]
+	NVIDIA_VISIBLE_DEVICES=none run "$VISDEV" --demo map
+	assert_output_has "NVIDIA_VISIBLE_DEVICES=none: a container gets no GPU"
+}
+
+@test "quotes kept in the value are pointed out" {
+	CUDA_VISIBLE_DEVICES="'0,1'" run "$VISDEV" --demo map
+	assert_status 0
+	assert_output_has "quote characters"
+	assert_output_has "CUDA sees no GPU"
+}
+
+@test "through the stand-in NVML, map gives the fixture backend's answers" {
+	for v in 0 2,1 0,0 GPU-ffff ""; do
+		want=$("$VISDEV" --fixture "$FIXTURES/mixed.json" map --json -- "$v")
+		got=$(mock "$FIXTURES/mixed.json" map --json -- "$v")
+		[ "$got" = "$want" ] || { diff <(echo "$want") <(echo "$got"); return 1; }
+	done
+}
+
+@test "map --help prints the usage, exit 0" {
+	run "$VISDEV" map --help
+	assert_status 0
+	assert_output_has "--logical LIST"
+}
