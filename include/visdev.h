@@ -49,6 +49,8 @@ enum vd_error {
 	VD_EBUSY = -8,      /* held by someone else */
 	VD_EPERM = -9,      /* refused: permissions or an unsafe file */
 	VD_ECUDA = -10,     /* the CUDA driver could not be asked */
+	VD_ENOFIT = -11,    /* no GPU fits the request (the choice says why) */
+	VD_EINTR = -12,     /* a wait was interrupted by a signal */
 };
 
 /*
@@ -334,6 +336,107 @@ VD_API int vd_env_check(char ***out, size_t *nout, char *const *env);
  */
 VD_API int vd_cuda_enumerate(char ***out, size_t *nout, const char *cuda_lib, const char *value,
 			     enum vd_order order);
+
+/* ---- Sizes ---------------------------------------------------------- */
+
+/*
+ * Reads a memory size given by a user into MiB: "8G", "8GiB", "8192M",
+ * "8192MiB", "1.5G", "1T"; a bare number is MiB. Errors: VD_EINVAL for
+ * anything else (empty, junk after the unit, negative, too large), with a
+ * message quoting the text.
+ */
+VD_API int vd_parse_size_mib(uint64_t *out, const char *text);
+
+/* ---- Leases: who holds which GPU (lease.c) ------------------------------ */
+
+enum vd_lease_mode {
+	VD_LEASE_EXCLUSIVE = 0,  /* the whole device, for one job */
+	VD_LEASE_SHARED = 1,     /* a share of its memory, declared in mem_mib */
+};
+
+/* One live lease on one device, as its holder recorded it. */
+struct vd_lease_holder {
+	char uuid[VD_UUID_MAX];     /* the device: a GPU- or MIG- UUID */
+	enum vd_lease_mode mode;
+	uint64_t mem_mib;           /* shared: the memory reserved */
+	uint64_t mem_unused_mib;    /* shared: reserved but not yet allocated by the job,
+	                               as far as the snapshot given to vd_leases_read shows */
+	uint32_t uid;
+	char user[32];
+	int32_t pid;                /* the job's first process */
+	int32_t pgid;               /* the job's process group */
+	char command[256];          /* the job's command line, cut to fit */
+	int64_t since;              /* when the lease was taken, seconds since the epoch */
+};
+
+struct vd_leases {
+	struct vd_lease_holder *holders;
+	size_t n;
+};
+
+/*
+ * The lease directory: VISDEV_LEASE_DIR when set, else the system-wide
+ * default shared by every user of the machine, VD_LEASE_DIR_DEFAULT.
+ */
+#define VD_LEASE_DIR_DEFAULT "/tmp/visdev-leases"
+VD_API const char *vd_lease_dir(void);
+
+/*
+ * Reads the live leases in dir (created if missing). sys, when not NULL,
+ * is used to tell how much of each shared reservation the job has not yet
+ * allocated. A directory that others could tamper with (writable by others
+ * without the sticky bit, owned by another user who is not root, a symlink)
+ * is refused with VD_EPERM. Free with vd_leases_free().
+ */
+VD_API int vd_leases_read(struct vd_leases **out, const char *dir, const struct vd_system *sys);
+VD_API void vd_leases_free(struct vd_leases *leases);
+
+/* ---- Selection: which devices fit (select.c, pure) --------------------- */
+
+enum vd_policy {
+	VD_POLICY_MOST_FREE = 0,  /* the most free memory first (the default) */
+	VD_POLICY_LEAST_USED,     /* the lowest utilisation first */
+	VD_POLICY_PACK,           /* the least free memory that still fits: fill GPUs up */
+};
+
+/* "most-free", "least-used", "pack"; and back (VD_EINVAL for another word). */
+VD_API const char *vd_policy_name(enum vd_policy policy);
+VD_API int vd_policy_parse(enum vd_policy *out, const char *name);
+
+struct vd_select_options {
+	unsigned n;                /* devices wanted; 0 is taken as 1 */
+	uint64_t min_free_mib;     /* 0: no minimum */
+	int max_util;              /* percent; -1: no maximum */
+	const char *model;         /* shell pattern on the name, case ignored; NULL: any */
+	const unsigned *exclude;   /* physical GPU indices never to choose */
+	size_t nexclude;
+	enum vd_policy policy;
+	uint64_t mem_mib;          /* 0: exclusive lease; else a shared lease of this much */
+};
+
+/* The defaults: one device, no limits, most-free, exclusive. */
+VD_API void vd_select_options_init(struct vd_select_options *opts);
+
+struct vd_choice {
+	struct vd_device_ref *devices;  /* chosen, best first; ndevices == n on success */
+	size_t ndevices;
+	char **reasons;   /* one line per device not chosen that could not be:
+	                     "GPU 3: leased by alice (pid 4242, python train.py) since 10:02" */
+	size_t nreasons;
+};
+
+/*
+ * Chooses opts->n devices on sys that fit opts, given the live leases and
+ * the parent's restriction (the resolution of the CUDA_VISIBLE_DEVICES this
+ * process was given; NULL or unset: every device is a candidate). Pure and
+ * deterministic. Returns 0 with the choice, or VD_ENOFIT with the choice's
+ * reasons filled (and no devices). Errors: VD_ENOMEM. Free with
+ * vd_choice_free().
+ */
+VD_API int vd_select(struct vd_choice **out, const struct vd_system *sys,
+		     const struct vd_leases *leases, const struct vd_resolution *parent,
+		     const struct vd_select_options *opts);
+VD_API void vd_choice_free(struct vd_choice *choice);
 
 /* Frees an array of n strings returned by the library. */
 VD_API void vd_strings_free(char **strings, size_t n);
