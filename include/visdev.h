@@ -328,9 +328,11 @@ VD_API int vd_env_check(char ***out, size_t *nout, char *const *env);
 /*
  * Asks the CUDA driver itself which devices it enumerates when
  * CUDA_VISIBLE_DEVICES is value (NULL: unset) and CUDA_DEVICE_ORDER is
- * order. The driver (cuda_lib, or "libcuda.so.1" when NULL) is loaded in a
- * child process, so this process's CUDA state is untouched. *out holds the
- * UUIDs ("GPU-..." or "MIG-...") in CUDA's order, *nout of them; free with
+ * order. The driver (cuda_lib; when NULL, the environment's VISDEV_CUDA_LIB,
+ * else "libcuda.so.1") is loaded in a child process, so this process's CUDA
+ * state is untouched; a driver that does not answer within 20 s is killed.
+ * *out holds the UUIDs ("GPU-..." or "MIG-...") in CUDA's order, *nout of
+ * them (none when the driver sees no device, which is no error); free with
  * vd_strings_free(). Errors: VD_ECUDA when the driver cannot be loaded or
  * fails (the message says which call and what it answered), VD_ENOMEM.
  */
@@ -390,6 +392,77 @@ VD_API const char *vd_lease_dir(void);
  */
 VD_API int vd_leases_read(struct vd_leases **out, const char *dir, const struct vd_system *sys);
 VD_API void vd_leases_free(struct vd_leases *leases);
+
+/* A lease held by this process: the devices it took and the locks that hold them. */
+struct vd_lease;
+struct vd_choice;
+struct vd_select_options;
+
+/*
+ * Chooses devices with vd_select() and leases them, atomically with respect
+ * to every other visdev on the machine: choosing and locking happen under
+ * one allocation lock in dir, so two callers never both take a device they
+ * both saw free. opts->mem_mib == 0 takes exclusive leases; otherwise shared
+ * ones, each counting the memory it declared. command is recorded for
+ * others to see (who holds what). Returns 0 and *out, or VD_ENOFIT with
+ * *choice's reasons (and *out NULL); *choice, when not NULL, is the
+ * caller's to free either way. Errors: VD_EPERM for an unsafe lease
+ * directory or lock file (a symlink), VD_EIO, VD_ENOMEM.
+ *
+ * The lease lasts while any process holds its lock descriptors: this
+ * process, and any child that inherited them (see vd_lease_inherit). It
+ * survives the caller's death as long as a child lives, and needs no
+ * cleaning after a crash.
+ */
+VD_API int vd_lease_acquire(struct vd_lease **out, struct vd_choice **choice, const char *dir,
+			    const struct vd_system *sys, const struct vd_resolution *parent,
+			    const struct vd_select_options *opts, const char *command);
+
+/* The devices leased, best first; *n of them. Valid while the lease is. */
+VD_API const struct vd_device_ref *vd_lease_devices(const struct vd_lease *lease, size_t *n);
+
+/* The path of the lease's holder record, unique to it (for VISDEV_LEASE). */
+VD_API const char *vd_lease_record(const struct vd_lease *lease);
+
+/*
+ * Records which process (and process group) the job is, once it has been
+ * started, so that others see its pid and its memory use is counted
+ * against its reservation. Errors: VD_EIO.
+ */
+VD_API int vd_lease_set_job(struct vd_lease *lease, int32_t pid, int32_t pgid);
+
+/*
+ * Makes the lease's descriptors survive exec, so that a program run from
+ * this process holds the lease for as long as it (or a child of it) lives.
+ * Only fcntl(): safe in a child between fork and exec. Returns 0 or -1.
+ */
+VD_API int vd_lease_inherit(const struct vd_lease *lease);
+
+/*
+ * Lets go of this process's hold on the lease and frees it; the lease ends
+ * when no other process (an inheriting child) still holds it, and its
+ * record is removed when it has. NULL does nothing.
+ */
+VD_API void vd_lease_free(struct vd_lease *lease);
+
+/*
+ * Watching a lease directory for leases that end, to wait for a device
+ * without polling. Create the watch before trying to acquire, so that a
+ * release between the try and the wait is not missed.
+ */
+struct vd_lease_watch;
+VD_API int vd_lease_watch_new(struct vd_lease_watch **out, const char *dir);
+
+/*
+ * Waits up to timeout_ms (-1: for ever) for a lease in the directory to
+ * end. Returns 1 when one may have ended, 0 on time-out, VD_EINTR when a
+ * signal arrived, VD_EIO.
+ */
+VD_API int vd_lease_watch_wait(struct vd_lease_watch *watch, int timeout_ms);
+
+/* The descriptor to poll() for readability, for callers with event loops. */
+VD_API int vd_lease_watch_fd(const struct vd_lease_watch *watch);
+VD_API void vd_lease_watch_free(struct vd_lease_watch *watch);
 
 /* ---- Selection: which devices fit (select.c, pure) --------------------- */
 
