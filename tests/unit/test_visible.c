@@ -1,0 +1,1039 @@
+/*
+ * test_visible.c - the CUDA_VISIBLE_DEVICES engine against DESIGN's rules.
+ *
+ * Most cases are data: tests/unit/visible.jsonl (its header documents the
+ * keys and the device notation), one cmocka test per line, named after the
+ * file, the line and the value, so that a failure reads
+ * "visible.jsonl:42 engine/pci \"0,2,-1,1\"". The path may be given as
+ * argv[1] or in VISIBLE_CASES; fixtures are read from tests/fixtures (or
+ * VISIBLE_FIXTURES), each once. Tests run from the repository root.
+ *
+ * The rest are written out: round trips through vd_visible_format() and
+ * vd_visible_resolve(), vd_order_parse(), vd_container_resolve() and
+ * vd_env_check().
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define G0 "GPU-7a3c1e52-0b4d-4e8f-9a61-2f5d8c7b1e03"
+#define G2 "GPU-7a91d0c4-5e2b-4a77-8c3e-6b1f9d2a4c58"
+#define M1 "MIG-5e1f7c8d-9e0f-5a1b-9c2d-3e4f5a6b7c8d"
+
+/* ---- fixtures, each loaded once ---------------------------------------- */
+
+struct fixture {
+	char name[64];
+	struct vd_system *sys;
+	int rc;
+	char error[1024];
+};
+
+static struct fixture fixtures[16];
+static size_t nfixtures;
+
+/* The named fixture (tests/fixtures/<name>.json), or NULL with *why set. */
+static const struct vd_system *fixture_get(const char *name, const char **why)
+{
+	const char *dir = getenv("VISIBLE_FIXTURES");
+	char path[512];
+	struct fixture *f;
+
+	for (size_t i = 0; i < nfixtures; i++) {
+		f = &fixtures[i];
+		if (strcmp(f->name, name) == 0)
+			goto found;
+	}
+	if (nfixtures == ARRAY_SIZE(fixtures) || strlen(name) >= sizeof(f->name) ||
+	    strchr(name, '/')) {
+		*why = "bad fixture name (a plain name under tests/fixtures, without .json)";
+		return NULL;
+	}
+	f = &fixtures[nfixtures++];
+	str_copy(f->name, name, sizeof(f->name));
+	snprintf(path, sizeof(path), "%s/%s.json", dir ? dir : "tests/fixtures", name);
+	f->rc = fixture_load(&f->sys, path);
+	if (f->rc)
+		snprintf(f->error, sizeof(f->error), "cannot load fixture '%s': %s: %s", path,
+			 vd_error_name(f->rc), vd_error_last());
+found:
+	if (!f->sys) {
+		*why = f->error[0] ? f->error : "fixture loaded as NULL";
+		return NULL;
+	}
+	return f->sys;
+}
+
+static void fixtures_free(void)
+{
+	for (size_t i = 0; i < nfixtures; i++)
+		vd_system_free(fixtures[i].sys);
+	nfixtures = 0;
+}
+
+/* ---- messages ---------------------------------------------------------- */
+
+struct report {
+	char text[4096];
+	size_t len;
+	int nerrors;
+};
+
+static void __attribute__((format(printf, 2, 3))) report_add(struct report *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	r->nerrors++;
+	if (r->len + 4 >= sizeof(r->text))
+		return;
+	r->text[r->len++] = '\n';
+	r->text[r->len++] = ' ';
+	r->text[r->len++] = ' ';
+	va_start(ap, fmt);
+	vsnprintf(r->text + r->len, sizeof(r->text) - r->len, fmt, ap);
+	va_end(ap);
+	r->len += strlen(r->text + r->len);
+}
+
+/* Writes s into buf as a C string literal body: blanks and oddities visible. */
+static void quote(char *buf, size_t size, const char *s)
+{
+	size_t n = 0;
+
+	if (!s) {
+		snprintf(buf, size, "(unset)");
+		return;
+	}
+	if (size < 8)
+		return;
+	buf[n++] = '"';
+	for (; *s && n + 6 < size; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '\t')
+			n += (size_t)snprintf(buf + n, size - n, "\\t");
+		else if (c == '\n')
+			n += (size_t)snprintf(buf + n, size - n, "\\n");
+		else if (c == '"' || c == '\\')
+			n += (size_t)snprintf(buf + n, size - n, "\\%c", c);
+		else if (c < 0x20 || c >= 0x7f || c == '#')  /* '#' would start a TAP directive */
+			n += (size_t)snprintf(buf + n, size - n, "\\x%02x", c);
+		else
+			buf[n++] = (char)c;
+	}
+	buf[n++] = '"';
+	buf[n] = '\0';
+}
+
+/* "[2, 1/mig0]": the notation of visible.jsonl. */
+static void describe_devices(char *buf, size_t size, const struct vd_device_ref *devs, size_t n)
+{
+	size_t len = 0;
+
+	len += (size_t)snprintf(buf, size, "[");
+	for (size_t i = 0; i < n && len < size; i++) {
+		const char *sep = i ? ", " : "";
+
+		if (devs[i].mig < 0)
+			len += (size_t)snprintf(buf + len, size - len, "%s%u", sep, devs[i].gpu);
+		else
+			len += (size_t)snprintf(buf + len, size - len, "%s%u/mig%d", sep, devs[i].gpu,
+						devs[i].mig);
+	}
+	if (len < size)
+		snprintf(buf + len, size - len, "]");
+}
+
+static int same_devices(const struct vd_device_ref *a, size_t na, const struct vd_device_ref *b,
+			size_t nb)
+{
+	if (na != nb)
+		return 0;
+	for (size_t i = 0; i < na; i++)
+		if (a[i].gpu != b[i].gpu || a[i].mig != b[i].mig)
+			return 0;
+	return 1;
+}
+
+/*
+ * What every resolution must satisfy whatever the value: devices exist and
+ * are distinct, a duplicate leaves nothing, a stop names an element.
+ */
+static void check_invariants(struct report *r, const struct vd_system *sys,
+			     const struct vd_resolution *res)
+{
+	for (size_t i = 0; i < res->ndevices; i++) {
+		const struct vd_device_ref *d = &res->devices[i];
+
+		if (d->gpu >= sys->ngpus)
+			report_add(r, "invariant: cuda:%zu is GPU %u, not in the table", i, d->gpu);
+		else if (d->mig < -1 || (d->mig >= 0 && (size_t)d->mig >= sys->gpus[d->gpu].nmig))
+			report_add(r, "invariant: cuda:%zu is MIG %d of GPU %u, not in the table", i,
+				   d->mig, d->gpu);
+		for (size_t j = 0; j < i; j++)
+			if (res->devices[j].gpu == d->gpu && res->devices[j].mig == d->mig)
+				report_add(r, "invariant: cuda:%zu and cuda:%zu are the same device", j,
+					   i);
+	}
+	if (res->duplicate && res->ndevices)
+		report_add(r, "invariant: duplicate set but %zu devices visible", res->ndevices);
+	if (res->stop != VD_STOP_NONE) {
+		if (!res->stop_token)
+			report_add(r, "invariant: stop set but stop_token is NULL");
+		if (res->stop_position >= res->nelements)
+			report_add(r, "invariant: stop_position %zu not below nelements %zu",
+				   res->stop_position, res->nelements);
+		if (!vd_stop_reason_name(res->stop))
+			report_add(r, "invariant: stop %d has no name", (int)res->stop);
+	}
+	for (size_t i = 0; i < res->nwarnings; i++)
+		if (!res->warnings[i])
+			report_add(r, "invariant: warning %zu is NULL", i);
+}
+
+/* ---- the table --------------------------------------------------------- */
+
+struct vcase {
+	const char *file;  /* base name, for messages */
+	int line;
+	json_t *obj;       /* NULL when the line did not parse */
+	char error[256];   /* why it did not */
+	char name[512];
+};
+
+static const char *const known_keys[] = {
+	"fixture", "order", "value", "devices", "stop", "duplicate", "duplicate_first",
+	"duplicate_position", "order_assumed", "uuid_form", "nelements", "mig_limit",
+	"warning_contains", "unverified", "assumed", "note",
+};
+
+/* A string, or an array of strings any one of which is accepted. */
+static int string_matches(const json_t *expected, const char *actual)
+{
+	size_t i;
+	json_t *v;
+
+	if (json_is_string(expected))
+		return actual && strcmp(json_string_value(expected), actual) == 0;
+	json_array_foreach(expected, i, v)
+		if (json_is_string(v) && actual && strcmp(json_string_value(v), actual) == 0)
+			return 1;
+	return 0;
+}
+
+/* A number, or an array of numbers any one of which is accepted. */
+static int number_matches(const json_t *expected, json_int_t actual)
+{
+	size_t i;
+	json_t *v;
+
+	if (json_is_integer(expected))
+		return json_integer_value(expected) == actual;
+	json_array_foreach(expected, i, v)
+		if (json_is_integer(v) && json_integer_value(v) == actual)
+			return 1;
+	return 0;
+}
+
+/* Reads the expected devices; returns -1 and reports on a malformed entry. */
+static int expected_devices(struct report *r, const json_t *arr, struct vd_device_ref **out,
+			    size_t *nout)
+{
+	struct vd_device_ref *devs;
+	size_t i;
+	json_t *v;
+
+	*out = NULL;
+	*nout = 0;
+	if (!json_is_array(arr)) {
+		report_add(r, "table: devices must be an array");
+		return -1;
+	}
+	devs = calloc(json_array_size(arr) + 1, sizeof(*devs));
+	assert_non_null(devs);
+	json_array_foreach(arr, i, v) {
+		unsigned gpu;
+		int mig, end = 0;
+
+		if (json_is_integer(v) && json_integer_value(v) >= 0) {
+			devs[i].gpu = (unsigned)json_integer_value(v);
+			devs[i].mig = -1;
+		} else if (json_is_string(v) &&
+			   sscanf(json_string_value(v), "%u/mig%d%n", &gpu, &mig, &end) == 2 &&
+			   json_string_value(v)[end] == '\0' && mig >= 0) {
+			devs[i].gpu = gpu;
+			devs[i].mig = mig;
+		} else {
+			report_add(r, "table: device %zu is neither N nor \"N/migK\"", i);
+			free(devs);
+			return -1;
+		}
+	}
+	*out = devs;
+	*nout = json_array_size(arr);
+	return 0;
+}
+
+static void check_bool(struct report *r, const json_t *obj, const char *key, int actual)
+{
+	json_t *v = json_object_get(obj, key);
+
+	if (!v)
+		return;
+	if (!json_is_boolean(v))
+		report_add(r, "table: %s must be true or false", key);
+	else if (json_is_true(v) != !!actual)
+		report_add(r, "%s: expected %s, got %s", key, json_is_true(v) ? "true" : "false",
+			   actual ? "true" : "false");
+}
+
+static void check_stop(struct report *r, const json_t *stop, const struct vd_resolution *res)
+{
+	const char *reason = vd_stop_reason_name(res->stop);
+	json_t *pos, *tok, *why;
+	char got[256];
+
+	quote(got, sizeof(got), res->stop_token);
+	if (json_is_null(stop)) {
+		if (res->stop != VD_STOP_NONE)
+			report_add(r, "stop: expected none, got %s at element %zu (%s)",
+				   reason ? reason : "?", res->stop_position, got);
+		return;
+	}
+	if (!json_is_object(stop)) {
+		report_add(r, "table: stop must be null or an object");
+		return;
+	}
+	pos = json_object_get(stop, "position");
+	tok = json_object_get(stop, "token");
+	why = json_object_get(stop, "reason");
+	if (res->stop == VD_STOP_NONE) {
+		report_add(r, "stop: expected one, the list did not stop");
+		return;
+	}
+	if (pos && (!json_is_integer(pos) || json_integer_value(pos) != (json_int_t)res->stop_position))
+		report_add(r, "stop position: expected %lld, got %zu",
+			   (long long)json_integer_value(pos), res->stop_position);
+	if (tok && !string_matches(tok, res->stop_token)) {
+		char *want = json_dumps(tok, JSON_ENCODE_ANY);
+
+		report_add(r, "stop token: expected %s, got %s", want ? want : "?", got);
+		free(want);
+	}
+	if (why && !string_matches(why, reason)) {
+		char *want = json_dumps(why, JSON_ENCODE_ANY);
+
+		report_add(r, "stop reason: expected %s, got %s", want ? want : "?",
+			   reason ? reason : "(none)");
+		free(want);
+	}
+}
+
+static void check_case(struct report *r, const struct vcase *c)
+{
+	json_t *obj = c->obj;
+	json_t *jfixture = json_object_get(obj, "fixture"), *jorder = json_object_get(obj, "order");
+	json_t *jvalue = json_object_get(obj, "value"), *v;
+	const struct vd_system *sys;
+	struct vd_resolution *res = NULL;
+	struct vd_device_ref *want = NULL;
+	size_t nwant = 0;
+	const char *value, *why = NULL, *key;
+	enum vd_order order;
+	char a[512], b[512];
+	int rc, dup;
+
+	json_object_foreach(obj, key, v) {
+		size_t i;
+
+		for (i = 0; i < ARRAY_SIZE(known_keys); i++)
+			if (strcmp(key, known_keys[i]) == 0)
+				break;
+		if (i == ARRAY_SIZE(known_keys))
+			report_add(r, "table: unknown key '%s'", key);
+	}
+	if (!json_is_string(jfixture) || !json_is_string(jorder) || !jvalue ||
+	    !(json_is_string(jvalue) || json_is_null(jvalue))) {
+		report_add(r, "table: fixture, order (strings) and value (string or null) are needed");
+		return;
+	}
+	if (strcmp(json_string_value(jorder), "pci") == 0) {
+		order = VD_ORDER_PCI;
+	} else if (strcmp(json_string_value(jorder), "fastest") == 0) {
+		order = VD_ORDER_FASTEST;
+	} else {
+		report_add(r, "table: order must be \"pci\" or \"fastest\"");
+		return;
+	}
+	if (expected_devices(r, json_object_get(obj, "devices"), &want, &nwant))
+		return;
+	sys = fixture_get(json_string_value(jfixture), &why);
+	if (!sys) {
+		report_add(r, "%s", why);
+		goto out;
+	}
+	value = json_string_value(jvalue);  /* NULL for null: unset */
+
+	rc = vd_visible_resolve(&res, sys, value, order);
+	if (rc || !res) {
+		report_add(r, "vd_visible_resolve: %s (%s)", vd_error_name(rc), vd_error_last());
+		goto out;
+	}
+	check_invariants(r, sys, res);
+	if (!!res->set != (value != NULL))
+		report_add(r, "set: expected %d, got %d", value != NULL, res->set);
+	if (!same_devices(want, nwant, res->devices, res->ndevices)) {
+		describe_devices(a, sizeof(a), want, nwant);
+		describe_devices(b, sizeof(b), res->devices, res->ndevices);
+		report_add(r, "devices: expected %s, got %s", a, b);
+	}
+	v = json_object_get(obj, "duplicate");
+	dup = v ? json_is_true(v) : 0;
+	if (!!res->duplicate != dup)
+		report_add(r, "duplicate: expected %s, got %s", dup ? "true" : "false",
+			   res->duplicate ? "true" : "false");
+	if (res->duplicate && dup) {
+		v = json_object_get(obj, "duplicate_first");
+		if (v && json_integer_value(v) != (json_int_t)res->duplicate_first)
+			report_add(r, "duplicate_first: expected %lld, got %zu",
+				   (long long)json_integer_value(v), res->duplicate_first);
+		v = json_object_get(obj, "duplicate_position");
+		if (v && json_integer_value(v) != (json_int_t)res->duplicate_position)
+			report_add(r, "duplicate_position: expected %lld, got %zu",
+				   (long long)json_integer_value(v), res->duplicate_position);
+	}
+	v = json_object_get(obj, "stop");
+	if (v)
+		check_stop(r, v, res);
+	check_bool(r, obj, "order_assumed", res->order_assumed);
+	check_bool(r, obj, "uuid_form", res->uuid_form);
+	if (!res->order_assumed && res->order != order)
+		report_add(r, "order: expected %s, got %s", vd_order_name(order),
+			   vd_order_name(res->order));
+	v = json_object_get(obj, "nelements");
+	if (v && json_integer_value(v) != (json_int_t)res->nelements)
+		report_add(r, "nelements: expected %lld, got %zu", (long long)json_integer_value(v),
+			   res->nelements);
+	v = json_object_get(obj, "mig_limit");
+	if (v && !number_matches(v, (json_int_t)res->mig_limit)) {
+		char *s = json_dumps(v, JSON_ENCODE_ANY);
+
+		report_add(r, "mig_limit: expected %s, got %zu", s ? s : "?", res->mig_limit);
+		free(s);
+	}
+	v = json_object_get(obj, "warning_contains");
+	if (v) {
+		size_t i;
+
+		for (i = 0; i < res->nwarnings; i++)
+			if (res->warnings[i] && strcasestr(res->warnings[i], json_string_value(v)))
+				break;
+		if (i == res->nwarnings)
+			report_add(r, "warnings: none contains '%s' (%zu warnings%s%s)",
+				   json_string_value(v), res->nwarnings, res->nwarnings ? ": " : "",
+				   res->nwarnings ? res->warnings[0] : "");
+	}
+out:
+	vd_resolution_free(res);
+	free(want);
+}
+
+static void test_case(void **state)
+{
+	const struct vcase *c = *state;
+	struct report r = { .len = 0 };
+	char *line = NULL;
+
+	if (!c->obj) {
+		fail_msg("%s:%d: %s", c->file, c->line, c->error);
+		return;
+	}
+	check_case(&r, c);
+	if (r.nerrors) {
+		line = json_dumps(c->obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		fail_msg("%s:%d: %s%s", c->file, c->line, line ? line : "", r.text);
+	}
+	free(line);
+}
+
+/* Reads the table: one vcase per non-comment line. */
+static struct vcase *cases_load(const char *path, size_t *nout)
+{
+	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	struct vcase *cases = NULL;
+	size_t n = 0, cap = 0, linecap = 0;
+	char *linebuf = NULL;
+	FILE *fp = fopen(path, "r");
+	int lineno = 0;
+
+	if (!fp) {
+		cases = calloc(1, sizeof(*cases));
+		assert_non_null(cases);
+		cases->file = base;
+		snprintf(cases->error, sizeof(cases->error), "cannot open '%s' (run from the repository root, or give the path)", path);
+		snprintf(cases->name, sizeof(cases->name), "%s: cannot open", base);
+		*nout = 1;
+		return cases;
+	}
+	while (getline(&linebuf, &linecap, fp) >= 0) {
+		const char *p = linebuf;
+		struct vcase *c;
+		json_error_t err;
+		char val[256];
+
+		lineno++;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (*p == '#' || *p == '\n' || *p == '\0')
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 256;
+			cases = realloc(cases, cap * sizeof(*cases));
+			assert_non_null(cases);
+		}
+		c = &cases[n++];
+		memset(c, 0, sizeof(*c));
+		c->file = base;
+		c->line = lineno;
+		c->obj = json_loads(p, JSON_REJECT_DUPLICATES, &err);
+		if (!c->obj || !json_is_object(c->obj)) {
+			snprintf(c->error, sizeof(c->error), "not a JSON object: %s (column %d)",
+				 c->obj ? "other JSON" : err.text, err.column);
+			json_decref(c->obj);
+			c->obj = NULL;
+			snprintf(c->name, sizeof(c->name), "%s:%d (malformed)", base, lineno);
+			continue;
+		}
+		quote(val, sizeof(val), json_string_value(json_object_get(c->obj, "value")));
+		snprintf(c->name, sizeof(c->name), "%s:%d %s/%s %s%s", base, lineno,
+			 json_string_value(json_object_get(c->obj, "fixture")),
+			 json_string_value(json_object_get(c->obj, "order")), val,
+			 json_is_true(json_object_get(c->obj, "unverified")) ? " (unverified)" : "");
+	}
+	free(linebuf);
+	fclose(fp);
+	*nout = n;
+	return cases;
+}
+
+/* ---- round trips: format, then resolve, gives the same devices --------- */
+
+static const struct vd_system *need_fixture(const char *name)
+{
+	const char *why = NULL;
+	const struct vd_system *sys = fixture_get(name, &why);
+
+	if (!sys)
+		fail_msg("%s", why);
+	return sys;
+}
+
+/*
+ * Formats devs in form, resolves the value in order, and reports (in r) any
+ * difference, or any failure of either step.
+ */
+static void round_trip(struct report *r, const struct vd_system *sys,
+		       const struct vd_device_ref *devs, size_t n, enum vd_format form,
+		       enum vd_order order)
+{
+	struct vd_resolution *res = NULL;
+	char *value = NULL, a[256], b[256], q[512];
+	int rc;
+
+	describe_devices(a, sizeof(a), devs, n);
+	rc = vd_visible_format(&value, sys, devs, n, form);
+	if (rc || !value) {
+		report_add(r, "format %s %s: %s (%s)", a, form == VD_FORMAT_UUID ? "uuid" : "index",
+			   vd_error_name(rc), vd_error_last());
+		return;
+	}
+	rc = vd_visible_resolve(&res, sys, value, order);
+	quote(q, sizeof(q), value);
+	if (rc || !res) {
+		report_add(r, "resolve %s (%s): %s", q, vd_order_name(order), vd_error_name(rc));
+	} else if (!same_devices(devs, n, res->devices, res->ndevices) || res->duplicate ||
+		   res->stop != VD_STOP_NONE) {
+		describe_devices(b, sizeof(b), res->devices, res->ndevices);
+		report_add(r, "%s -> %s -> %s under %s%s%s", a, q, b, vd_order_name(order),
+			   res->duplicate ? " (duplicate)" : "",
+			   res->stop != VD_STOP_NONE ? " (stopped)" : "");
+	}
+	vd_resolution_free(res);
+	free(value);
+}
+
+/* Calls fn on every ordered selection of up to maxk distinct items of pool. */
+static void selections(const struct vd_device_ref *pool, size_t npool, size_t maxk,
+		       struct vd_device_ref *cur, size_t k, unsigned used,
+		       void (*fn)(const struct vd_device_ref *, size_t, void *), void *arg)
+{
+	fn(cur, k, arg);
+	if (k == maxk)
+		return;
+	for (size_t i = 0; i < npool; i++) {
+		if (used & (1u << i))
+			continue;
+		cur[k] = pool[i];
+		selections(pool, npool, maxk, cur, k + 1, used | (1u << i), fn, arg);
+	}
+}
+
+struct rt_state {
+	const struct vd_system *sys;
+	struct report r;
+	int count;
+	int index_form;  /* also the index form (no MIG devices in the pool) */
+};
+
+static void rt_one(const struct vd_device_ref *devs, size_t n, void *arg)
+{
+	struct rt_state *st = arg;
+
+	/* A whole GPU beside one of its own MIG instances: not a set to write. */
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < n; j++)
+			if (devs[i].mig < 0 && devs[j].mig >= 0 && devs[i].gpu == devs[j].gpu)
+				return;
+	st->count++;
+	round_trip(&st->r, st->sys, devs, n, VD_FORMAT_UUID, VD_ORDER_PCI);
+	round_trip(&st->r, st->sys, devs, n, VD_FORMAT_UUID, VD_ORDER_FASTEST);
+	if (st->index_form)
+		round_trip(&st->r, st->sys, devs, n, VD_FORMAT_INDEX, VD_ORDER_PCI);
+}
+
+static void rt_finish(struct rt_state *st, const char *what)
+{
+	print_message("# %s: %d device lists\n", what, st->count);
+	if (st->r.nerrors)
+		fail_msg("%s: %d round trips failed:%s", what, st->r.nerrors, st->r.text);
+}
+
+/* Every ordered selection of whole GPUs (0 to 4 of them), both forms. */
+static void test_roundtrip_gpus(void **state)
+{
+	static const struct vd_device_ref pool[] = { { 0, -1 }, { 1, -1 }, { 2, -1 }, { 3, -1 } };
+	struct vd_device_ref cur[4];
+	struct rt_state st = { .index_form = 1 };
+
+	(void)state;
+	st.sys = need_fixture("engine");
+	selections(pool, ARRAY_SIZE(pool), 4, cur, 0, 0, rt_one, &st);
+	assert_int_equal(st.count, 65);
+	rt_finish(&st, "engine, whole GPUs");
+}
+
+/* Fastest-first unknown: index form still means PCI order. */
+static void test_roundtrip_norank(void **state)
+{
+	static const struct vd_device_ref pool[] = { { 0, -1 }, { 1, -1 }, { 2, -1 }, { 3, -1 } };
+	struct vd_device_ref cur[4];
+	struct rt_state st = { .index_form = 1 };
+
+	(void)state;
+	st.sys = need_fixture("engine-norank");
+	selections(pool, ARRAY_SIZE(pool), 4, cur, 0, 0, rt_one, &st);
+	rt_finish(&st, "engine-norank, whole GPUs");
+}
+
+/* Up to three of GPUs and MIG instances, UUID form, both orders. */
+static void test_roundtrip_mig(void **state)
+{
+	static const struct vd_device_ref pool[] = {
+		{ 0, -1 }, { 1, -1 }, { 2, -1 }, { 3, -1 }, { 1, 0 }, { 1, 1 },
+	};
+	struct vd_device_ref cur[3];
+	struct rt_state st = { .index_form = 0 };
+
+	(void)state;
+	st.sys = need_fixture("engine");
+	selections(pool, ARRAY_SIZE(pool), 3, cur, 0, 0, rt_one, &st);
+	rt_finish(&st, "engine, GPUs and MIG instances");
+}
+
+/* Every ordered selection of the R570 fixture's three MIG instances. */
+static void test_roundtrip_mig_r570(void **state)
+{
+	static const struct vd_device_ref pool[] = { { 1, 0 }, { 1, 1 }, { 1, 2 }, { 3, -1 } };
+	struct vd_device_ref cur[4];
+	struct rt_state st = { .index_form = 0 };
+
+	(void)state;
+	st.sys = need_fixture("engine-r570");
+	selections(pool, ARRAY_SIZE(pool), 4, cur, 0, 0, rt_one, &st);
+	rt_finish(&st, "engine-r570, MIG instances");
+}
+
+/* The forms as the header documents them: indices, and full UUIDs. */
+static void test_format_text(void **state)
+{
+	static const struct vd_device_ref two[] = { { 2, -1 }, { 0, -1 } };
+	static const struct vd_device_ref mig[] = { { 1, 1 } };
+	const struct vd_system *sys = need_fixture("engine");
+	char *s = NULL;
+
+	(void)state;
+	assert_int_equal(vd_visible_format(&s, sys, two, 2, VD_FORMAT_INDEX), 0);
+	assert_string_equal(s, "2,0");
+	free(s);
+	assert_int_equal(vd_visible_format(&s, sys, two, 2, VD_FORMAT_UUID), 0);
+	assert_string_equal(s, G2 "," G0);
+	free(s);
+	assert_int_equal(vd_visible_format(&s, sys, mig, 1, VD_FORMAT_UUID), 0);
+	assert_string_equal(s, M1);
+	free(s);
+}
+
+/* The empty set is "", which is set and makes nothing visible. */
+static void test_format_empty(void **state)
+{
+	static const struct vd_device_ref none[1] = { { 0, -1 } };
+	const struct vd_system *sys = need_fixture("engine");
+	struct vd_resolution *res = NULL;
+	char *s = NULL;
+
+	(void)state;
+	assert_int_equal(vd_visible_format(&s, sys, none, 0, VD_FORMAT_INDEX), 0);
+	assert_non_null(s);
+	assert_string_equal(s, "");
+	free(s);
+	s = NULL;
+	assert_int_equal(vd_visible_format(&s, sys, none, 0, VD_FORMAT_UUID), 0);
+	assert_non_null(s);
+	assert_string_equal(s, "");
+	assert_int_equal(vd_visible_resolve(&res, sys, s, VD_ORDER_PCI), 0);
+	assert_non_null(res);
+	assert_true(res->set);
+	assert_int_equal(res->ndevices, 0);
+	assert_false(res->duplicate);
+	vd_resolution_free(res);
+	free(s);
+}
+
+/* Expects VD_EINVAL and *out NULL. */
+static void format_fails(const struct vd_system *sys, const struct vd_device_ref *devs, size_t n,
+			 enum vd_format form, const char *what)
+{
+	static char untouched[] = "untouched";
+	char *s = untouched;
+	int rc = vd_visible_format(&s, sys, devs, n, form);
+
+	if (rc != VD_EINVAL || s != NULL)
+		fail_msg("format %s: expected EINVAL and NULL, got %s and %s", what,
+			 vd_error_name(rc), s ? s : "NULL");
+}
+
+static void test_format_errors(void **state)
+{
+	static const struct vd_device_ref mig_index[] = { { 0, -1 }, { 1, 0 } };
+	static const struct vd_device_ref twice[] = { { 2, -1 }, { 3, -1 }, { 2, -1 } };
+	static const struct vd_device_ref mig_twice[] = { { 1, 1 }, { 1, 1 } };
+	static const struct vd_device_ref no_gpu[] = { { 0, -1 }, { 4, -1 } };
+	static const struct vd_device_ref no_mig[] = { { 1, 2 } };
+	static const struct vd_device_ref not_mig_mode[] = { { 0, 0 } };
+	const struct vd_system *sys = need_fixture("engine");
+
+	(void)state;
+	format_fails(sys, mig_index, 2, VD_FORMAT_INDEX, "a MIG instance in index form");
+	format_fails(sys, twice, 3, VD_FORMAT_INDEX, "GPU 2 twice, index");
+	format_fails(sys, twice, 3, VD_FORMAT_UUID, "GPU 2 twice, uuid");
+	format_fails(sys, mig_twice, 2, VD_FORMAT_UUID, "MIG 1/1 twice");
+	format_fails(sys, no_gpu, 2, VD_FORMAT_INDEX, "GPU 4 of 4, index");
+	format_fails(sys, no_gpu, 2, VD_FORMAT_UUID, "GPU 4 of 4, uuid");
+	format_fails(sys, no_mig, 1, VD_FORMAT_UUID, "MIG 2 of GPU 1 (it has 2)");
+	format_fails(sys, not_mig_mode, 1, VD_FORMAT_UUID, "MIG 0 of GPU 0 (no MIG)");
+}
+
+/* ---- CUDA_DEVICE_ORDER and names ---------------------------------------- */
+
+static void test_order_parse(void **state)
+{
+	enum vd_order o;
+
+	(void)state;
+	o = VD_ORDER_PCI;
+	assert_int_equal(vd_order_parse(&o, NULL), 0);
+	assert_int_equal(o, VD_ORDER_FASTEST);
+	o = VD_ORDER_FASTEST;
+	assert_int_equal(vd_order_parse(&o, "PCI_BUS_ID"), 0);
+	assert_int_equal(o, VD_ORDER_PCI);
+	o = VD_ORDER_PCI;
+	assert_int_equal(vd_order_parse(&o, "FASTEST_FIRST"), 0);
+	assert_int_equal(o, VD_ORDER_FASTEST);
+	o = VD_ORDER_PCI;
+	assert_int_equal(vd_order_parse(&o, "pci_bus_id"), VD_EINVAL);
+	assert_int_equal(o, VD_ORDER_FASTEST);
+	o = VD_ORDER_PCI;
+	assert_int_equal(vd_order_parse(&o, "bogus"), VD_EINVAL);
+	assert_int_equal(o, VD_ORDER_FASTEST);
+	o = VD_ORDER_PCI;
+	assert_int_equal(vd_order_parse(&o, "PCI_BUS_ID "), VD_EINVAL);
+	assert_int_equal(o, VD_ORDER_FASTEST);
+}
+
+static void test_names(void **state)
+{
+	(void)state;
+	assert_string_equal(vd_order_name(VD_ORDER_PCI), "pci");
+	assert_string_equal(vd_order_name(VD_ORDER_FASTEST), "fastest");
+	assert_null(vd_stop_reason_name(VD_STOP_NONE));
+	assert_string_equal(vd_stop_reason_name(VD_STOP_EMPTY), "empty");
+	assert_string_equal(vd_stop_reason_name(VD_STOP_NOT_A_NUMBER), "not-a-number");
+	assert_string_equal(vd_stop_reason_name(VD_STOP_NEGATIVE), "negative");
+	assert_string_equal(vd_stop_reason_name(VD_STOP_OUT_OF_RANGE), "out-of-range");
+	assert_string_equal(vd_stop_reason_name(VD_STOP_NOT_UUID), "not-uuid");
+	assert_string_equal(vd_stop_reason_name(VD_STOP_NO_MATCH), "no-match");
+	assert_string_equal(vd_stop_reason_name(VD_STOP_AMBIGUOUS), "ambiguous");
+}
+
+/* ---- NVIDIA_VISIBLE_DEVICES --------------------------------------------- */
+
+static struct vd_container_view *container(const char *value)
+{
+	const struct vd_system *sys = need_fixture("engine");
+	struct vd_container_view *view = NULL;
+
+	assert_int_equal(vd_container_resolve(&view, sys, value), 0);
+	assert_non_null(view);
+	return view;
+}
+
+static int view_has(const struct vd_container_view *view, unsigned gpu, int mig)
+{
+	for (size_t i = 0; i < view->ndevices; i++)
+		if (view->devices[i].gpu == gpu && (mig == -2 || view->devices[i].mig == mig))
+			return 1;
+	return 0;
+}
+
+static void test_container_modes(void **state)
+{
+	struct vd_container_view *view;
+
+	(void)state;
+	view = container(NULL);
+	assert_int_equal(view->mode, VD_CONTAINER_UNSET);
+	vd_container_view_free(view);
+
+	view = container("all");
+	assert_int_equal(view->mode, VD_CONTAINER_ALL);
+	for (unsigned g = 0; g < 4; g++)  /* GPU 1, in MIG mode, may come as its instances */
+		if (!view_has(view, g, g == 1 ? -2 : -1))
+			fail_msg("\"all\": GPU %u missing", g);
+	vd_container_view_free(view);
+
+	view = container("none");
+	assert_int_equal(view->mode, VD_CONTAINER_NONE);
+	assert_int_equal(view->ndevices, 0);
+	vd_container_view_free(view);
+
+	view = container("void");
+	assert_int_equal(view->mode, VD_CONTAINER_VOID);
+	assert_int_equal(view->ndevices, 0);
+	vd_container_view_free(view);
+
+	view = container("");
+	assert_int_equal(view->mode, VD_CONTAINER_VOID);
+	assert_int_equal(view->ndevices, 0);
+	vd_container_view_free(view);
+}
+
+static void test_container_lists(void **state)
+{
+	struct vd_container_view *view;
+
+	(void)state;
+	view = container("0,2");
+	assert_int_equal(view->mode, VD_CONTAINER_LIST);
+	assert_int_equal(view->ndevices, 2);
+	assert_int_equal(view->devices[0].gpu, 0);
+	assert_int_equal(view->devices[0].mig, -1);
+	assert_int_equal(view->devices[1].gpu, 2);
+	assert_int_equal(view->devices[1].mig, -1);
+	assert_int_equal(view->nwarnings, 0);
+	vd_container_view_free(view);
+
+	view = container(G2);
+	assert_int_equal(view->mode, VD_CONTAINER_LIST);
+	assert_int_equal(view->ndevices, 1);
+	assert_int_equal(view->devices[0].gpu, 2);
+	assert_int_equal(view->devices[0].mig, -1);
+	vd_container_view_free(view);
+
+	view = container(G2 "," G0);
+	assert_int_equal(view->mode, VD_CONTAINER_LIST);
+	assert_int_equal(view->ndevices, 2);
+	assert_int_equal(view->devices[0].gpu, 2);
+	assert_int_equal(view->devices[1].gpu, 0);
+	vd_container_view_free(view);
+
+	view = container("0,bogus");
+	assert_int_equal(view->mode, VD_CONTAINER_LIST);
+	assert_true(view_has(view, 0, -1));
+	assert_true(view->nwarnings >= 1);
+	vd_container_view_free(view);
+
+	view = container("3,7");
+	assert_int_equal(view->mode, VD_CONTAINER_LIST);
+	assert_true(view_has(view, 3, -1));
+	assert_true(view->nwarnings >= 1);
+	vd_container_view_free(view);
+}
+
+/* ---- near-miss spellings ------------------------------------------------ */
+
+/* Runs vd_env_check on env; returns the findings, count in *n. */
+static char **env_check(char *const *env, size_t *n)
+{
+	char **found = NULL;
+
+	*n = 99;
+	assert_int_equal(vd_env_check(&found, n, env), 0);
+	assert_true(*n < 99);
+	if (*n)
+		assert_null(found[*n]);
+	return found;
+}
+
+/* Expects at least one finding, one of them mentioning needle. */
+static void env_expect(char *const *env, const char *needle)
+{
+	size_t n, i;
+	char **found = env_check(env, &n);
+
+	for (i = 0; i < n; i++)
+		if (strstr(found[i], needle))
+			break;
+	if (n == 0 || i == n)
+		fail_msg("%s: %zu findings, none mentions %s%s%s", env[0], n, needle,
+			 n ? "; first: " : "", n ? found[0] : "");
+	vd_strings_free(found, n);
+}
+
+/* A writable copy of a NULL-terminated list of "NAME=value" strings. */
+static char **env_make(const char *const *src)
+{
+	size_t n = 0;
+	char **env;
+
+	while (src[n])
+		n++;
+	env = calloc(n + 1, sizeof(*env));
+	assert_non_null(env);
+	for (size_t i = 0; i < n; i++) {
+		env[i] = strdup(src[i]);
+		assert_non_null(env[i]);
+	}
+	return env;
+}
+
+static void env_free(char **env)
+{
+	for (size_t i = 0; env[i]; i++)
+		free(env[i]);
+	free(env);
+}
+
+/* Expects at least one finding in src, one of them mentioning needle. */
+static void env_finds(const char *const *src, const char *needle)
+{
+	char **env = env_make(src);
+
+	env_expect(env, needle);
+	env_free(env);
+}
+
+/* Expects no finding in src. */
+static void env_clean(const char *const *src)
+{
+	char **env = env_make(src), **found;
+	size_t n;
+
+	found = env_check(env, &n);
+	if (n)
+		fail_msg("%s: %zu findings in a clean environment, first: %s", src[0] ? src[0] : "{}",
+			 n, found[0]);
+	vd_strings_free(found, n);
+	env_free(env);
+}
+
+static void test_env_check(void **state)
+{
+	static const char *const misspelt[] = { "PATH=/usr/bin", "CUDA_VISBLE_DEVICES=0", NULL };
+	static const char *const lower[] = { "cuda_visible_devices=0", NULL };
+	static const char *const singular[] = { "CUDA_VISIBLE_DEVICE=1", NULL };
+	static const char *const quoted[] = { "CUDA_VISIBLE_DEVICES='0,1'", NULL };
+	static const char *const dquoted[] = { "CUDA_VISIBLE_DEVICES=\"0,1\"", NULL };
+	static const char *const clean[] = { "PATH=/usr/bin", "HOME=/root",
+					     "CUDA_VISIBLE_DEVICES=0,1",
+					     "CUDA_DEVICE_ORDER=PCI_BUS_ID", NULL };
+	static const char *const clean_uuid[] = { "CUDA_VISIBLE_DEVICES=" G2, "LANG=C", NULL };
+	static const char *const empty[] = { NULL };
+
+	(void)state;
+	env_finds(misspelt + 1, "CUDA_VISIBLE_DEVICES");
+	env_finds(misspelt, "CUDA_VISIBLE_DEVICES");
+	env_finds(lower, "CUDA_VISIBLE_DEVICES");
+	env_finds(singular, "CUDA_VISIBLE_DEVICES");
+	env_finds(quoted, "CUDA_VISIBLE_DEVICES");
+	env_finds(dquoted, "CUDA_VISIBLE_DEVICES");
+	env_clean(clean);
+	env_clean(clean_uuid);
+	env_clean(empty);
+}
+
+/* ---- main --------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+	static const struct CMUnitTest fixed[] = {
+		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_order_parse),
+		cmocka_unit_test(test_roundtrip_gpus),
+		cmocka_unit_test(test_roundtrip_norank),
+		cmocka_unit_test(test_roundtrip_mig),
+		cmocka_unit_test(test_roundtrip_mig_r570),
+		cmocka_unit_test(test_format_text),
+		cmocka_unit_test(test_format_empty),
+		cmocka_unit_test(test_format_errors),
+		cmocka_unit_test(test_container_modes),
+		cmocka_unit_test(test_container_lists),
+		cmocka_unit_test(test_env_check),
+	};
+	const char *path = argc > 1 ? argv[1] : getenv("VISIBLE_CASES");
+	struct CMUnitTest *tests;
+	struct vcase *cases;
+	size_t ncases, n = 0;
+	int rc;
+
+	if (!path || !*path)
+		path = "tests/unit/visible.jsonl";
+	cases = cases_load(path, &ncases);
+	tests = calloc(ARRAY_SIZE(fixed) + ncases, sizeof(*tests));
+	if (!tests)
+		return 1;
+	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
+		tests[n++] = fixed[i];
+	for (size_t i = 0; i < ncases; i++)
+		tests[n++] = (struct CMUnitTest){
+			.name = cases[i].name,
+			.test_func = test_case,
+			.initial_state = &cases[i],
+		};
+	/* One group: cmocka's TAP output has one plan per group, prove wants one. */
+	rc = _cmocka_run_group_tests("visible", tests, n, NULL, NULL);
+	for (size_t i = 0; i < ncases; i++)
+		json_decref(cases[i].obj);
+	free(cases);
+	free(tests);
+	fixtures_free();
+	return rc;
+}
