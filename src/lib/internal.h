@@ -58,4 +58,11 @@ extern const char demo_json[];
  */
 int system_new(struct vd_system **out, size_t ngpus);
 
+/*
+ * Copies a snapshot deeply (GPUs, their processes and MIG instances,
+ * links): the copy shares nothing with src. Free it with vd_system_free().
+ * Errors: VD_ENOMEM.
+ */
+int system_copy(struct vd_system **out, const struct vd_system *src);
+
 #endif

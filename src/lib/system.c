@@ -1,7 +1,9 @@
 /*
  * system.c - the device model: snapshots of a machine's GPUs.
  */
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -26,6 +28,52 @@ int system_new(struct vd_system **out, size_t ngpus)
 		sys->gpus[i].index = (unsigned)i;
 	*out = sys;
 	return 0;
+}
+
+/* A copy of n elements of size bytes, or NULL when there are none or memory runs out. */
+static void *array_copy(const void *src, size_t n, size_t size)
+{
+	void *dst;
+
+	if (!n || n > SIZE_MAX / size)
+		return NULL;
+	dst = malloc(n * size);
+	if (dst)
+		memcpy(dst, src, n * size);
+	return dst;
+}
+
+int system_copy(struct vd_system **out, const struct vd_system *src)
+{
+	struct vd_system *sys = NULL;
+	int err;
+
+	*out = NULL;
+	err = system_new(&sys, src->ngpus);
+	if (err)
+		return err;
+	memcpy(sys->driver_version, src->driver_version, sizeof(sys->driver_version));
+	sys->cuda_driver_version = src->cuda_driver_version;
+	for (size_t i = 0; i < src->ngpus; i++) {
+		const struct vd_gpu *from = &src->gpus[i];
+		struct vd_gpu *to = &sys->gpus[i];
+
+		*to = *from;
+		to->processes =
+			array_copy(from->processes, from->nprocesses, sizeof(*to->processes));
+		to->mig = array_copy(from->mig, from->nmig, sizeof(*to->mig));
+		if ((from->nprocesses && !to->processes) || (from->nmig && !to->mig))
+			goto out;
+	}
+	sys->links = array_copy(src->links, src->nlinks, sizeof(*sys->links));
+	sys->nlinks = src->nlinks;
+	if (src->nlinks && !sys->links)
+		goto out;
+	*out = sys;
+	return 0;
+out:
+	vd_system_free(sys);
+	return error_set(VD_ENOMEM, "out of memory");
 }
 
 void vd_system_free(struct vd_system *sys)
