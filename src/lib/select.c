@@ -1,0 +1,833 @@
+/*
+ * select.c - which devices fit a request: the pure core of pick and run.
+ *
+ * A snapshot, the live leases, the parent's restriction and the options go
+ * in; the chosen devices, or a reason per device that does not fit, come
+ * out. No I/O, no environment, no clock (the local time of day is only
+ * used to write a lease's start as HH:MM).
+ *
+ * Units. Every GPU not in MIG mode is one unit; a GPU in MIG mode is not,
+ * each of its MIG instances is. A GPU in MIG mode without instances gets a
+ * reason of its own and is never chosen.
+ *
+ * A unit fits when, in this order (the first problem found is its reason):
+ * - the parent made it visible: with CUDA_VISIBLE_DEVICES unset every unit
+ *   is; set, only the devices it resolves to, where a whole GPU (named by
+ *   ordinal or GPU- UUID) stands for its MIG instances too;
+ * - it has not fallen off the bus;
+ * - its GPU is not excluded (excluding a GPU excludes its MIG instances);
+ * - (a GPU in MIG mode without MIG instances: never, and it says so);
+ * - its GPU's name matches the model: fnmatch(3) with the case ignored, or,
+ *   for a pattern without wildcards (* ? [), a substring of the name with
+ *   the case ignored, so that "A100" matches "NVIDIA A100-SXM4-80GB";
+ * - no lease stands in the way (a lease holds a unit by its GPU- or MIG-
+ *   UUID; one on the UUID of a GPU in MIG mode holds none of its MIG
+ *   instances, as leases are taken per unit): an exclusive request (mem_mib 0) wants no live lease
+ * at all; a shared request wants no exclusive lease;
+ * - exclusive requests only: NVML shows no compute process on the GPU that
+ *   is not a live lease's (a process whose pid is that of a holder of a
+ *   lease on this unit). Where the process list is unknown it does not
+ *   block. NVML lists processes per GPU, not per MIG instance, so a MIG
+ *   unit is busy only through its leases and its memory;
+ * - with max_util set, its utilisation is known and at most max_util. A
+ *   MIG unit has its GPU's utilisation (mostly unknown: NVML does not
+ *   report it in MIG mode), so max_util mostly rules MIG units out;
+ * - with min_free_mib or mem_mib set, its memory is known and its
+ *   effective free memory is at least the larger of the two. Effective
+ *   free memory is what NVML reports free (a MIG instance: total less
+ *   used) less what shared leases on the unit reserved but have not
+ *   allocated yet.
+ *
+ * Order. Fitting units are ranked by the policy: most-free (effective free
+ * memory, most first, unknown last), least-used (utilisation, lowest first,
+ * unknown last; then as most-free), pack (effective free memory, least
+ * first, unknown last). Ties go to the lower GPU index, then the lower MIG
+ * index. For n > 1 the set is chosen by, in turn: its worst link between
+ * two members (links from the snapshot; two MIG instances of one GPU are
+ * nvlink-near; a pair without a link entry is sys), the policy's key
+ * summed over the set (unknowns counted first, as above), and the members'
+ * indices, lowest first. A set is only valid if CUDA will use all of it:
+ * before driver R570 (or with the driver unknown) a process can use one
+ * MIG device in all, from R570 one per GPU instance.
+ *
+ * Search. Every n-subset of the k fitting units is weighed while C(k, n) is
+ * at most SUBSET_LIMIT. Beyond that, a greedy search: from each fitting
+ * unit as a seed, in policy order, add the unit whose worst link to the
+ * set so far is nearest (ties: policy order) until the set has n members;
+ * the best of these sets by the same key wins. The result is deterministic
+ * either way, but the greedy one may miss the best set.
+ *
+ * Reasons, one line per unit that does not fit, in index order, the first
+ * problem only ("GPU 3" is "GPU 4 MIG 1g.10gb (gi 7 ci 0)" for a MIG unit):
+ *   GPU 3: hidden by CUDA_VISIBLE_DEVICES
+ *   GPU 0: lost (fell off the bus)
+ *   GPU 1: excluded
+ *   GPU 2: in MIG mode with no MIG device to choose
+ *   GPU 2: NVIDIA GeForce RTX 3090 does not match 'A100'
+ *   GPU 3: leased by alice (pid 4242, python train.py) since 10:02
+ *   GPU 3: shared lease by bob (pid 5000, python eval.py, 8.0 GiB) since 09:15 and 1 more
+ *   GPU 0: busy with 1 process visdev did not start (pid 31842 python)
+ *   GPU 2: 97% utilised, at most 50% asked
+ *   GPU 4: utilisation unknown, at most 50% asked
+ *   GPU 1: 3.2 GiB free, 8.0 GiB asked (4.0 GiB reserved by leases not yet in use)
+ *   GPU 4: memory unknown, cannot promise 8.0 GiB
+ * An exclusive holder is named before shared ones; a holder without a user
+ * name is "uid N"; " since" is left out when the start is unknown. Up to
+ * two processes are named ("pid 1 python, pid 2 and 3 more"). When no set
+ * fits but some units do, a last line counts them: "2 GPUs fit, 3 wanted"
+ * ("devices" where MIG units are among them), with ": a process can use
+ * only one MIG device ..." when the MIG rule is what failed. On success
+ * the reasons are filled the same way, without that last line.
+ */
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+#define SUBSET_LIMIT	 200000 /* subsets weighed one by one, at most */
+#define MIG_PER_GI_MAJOR 570 /* from this driver on, one MIG device per GPU instance */
+#define KEY_LEN		 5
+#define NAMED_PROCESSES	 2
+
+/* Why a unit does not fit; the order is the order of the checks. */
+enum problem {
+	FITS = 0,
+	HIDDEN,
+	LOST,
+	EXCLUDED,
+	NO_MIG,
+	MODEL,
+	LEASED,
+	BUSY,
+	UTIL,
+	UTIL_UNKNOWN,
+	MEMORY,
+	MEMORY_UNKNOWN,
+};
+
+struct unit {
+	struct vd_device_ref ref;
+	const struct vd_gpu *gpu;
+	const struct vd_mig *mig; /* NULL for a whole GPU */
+	const char *uuid;
+	enum problem problem;
+	int64_t free_mib; /* effective free memory, -1 when unknown */
+	int64_t reserved_mib; /* reserved by shared leases, not yet allocated */
+	int util; /* percent, -1 when unknown */
+	size_t nholders; /* live leases on the unit */
+	const struct vd_lease_holder *holder; /* the one to name: exclusive first */
+	size_t nforeign; /* processes no lease of this unit accounts for */
+	const struct vd_process *foreign[NAMED_PROCESSES];
+};
+
+struct search {
+	const struct vd_system *sys;
+	const struct vd_select_options *opts;
+	struct unit *units;
+	size_t nunits;
+	unsigned char *levels; /* ngpus * ngpus link levels */
+	int mig_per_gi; /* the driver allows one MIG device per GPU instance */
+};
+
+/* ---- facts about one unit ----------------------------------------------- */
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+	return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+static unsigned driver_major(const struct vd_system *sys)
+{
+	return (unsigned)strtoul(sys->driver_version, NULL, 10);
+}
+
+static int is_visible(const struct vd_resolution *parent, const struct unit *u)
+{
+	if (!parent || !parent->set)
+		return 1;
+	for (size_t i = 0; i < parent->ndevices; i++) {
+		const struct vd_device_ref *d = &parent->devices[i];
+
+		if (d->gpu == u->ref.gpu && (d->mig < 0 || d->mig == u->ref.mig))
+			return 1;
+	}
+	return 0;
+}
+
+static int is_excluded(const struct vd_select_options *opts, unsigned gpu)
+{
+	for (size_t i = 0; opts->exclude && i < opts->nexclude; i++)
+		if (opts->exclude[i] == gpu)
+			return 1;
+	return 0;
+}
+
+/* fnmatch with the case ignored; a pattern without wildcards is a substring too. */
+static int model_matches(const char *pattern, const char *name)
+{
+	if (fnmatch(pattern, name, FNM_CASEFOLD) == 0)
+		return 1;
+	return !strpbrk(pattern, "*?[") && strcasestr(name, pattern);
+}
+
+/* Counts the leases on u, picks the one to name, and sums the reservations. */
+static void read_leases(struct unit *u, const struct vd_leases *leases)
+{
+	for (size_t i = 0; leases && i < leases->n; i++) {
+		const struct vd_lease_holder *h = &leases->holders[i];
+
+		if (strcmp(h->uuid, u->uuid) != 0)
+			continue;
+		u->nholders++;
+		if (!u->holder ||
+		    (u->holder->mode != VD_LEASE_EXCLUSIVE && h->mode == VD_LEASE_EXCLUSIVE))
+			u->holder = h;
+		if (h->mode == VD_LEASE_SHARED)
+			u->reserved_mib =
+				sat_add(u->reserved_mib, h->mem_unused_mib > INT64_MAX ?
+								 INT64_MAX :
+								 (int64_t)h->mem_unused_mib);
+	}
+}
+
+static int has_exclusive(const struct unit *u)
+{
+	return u->holder && u->holder->mode == VD_LEASE_EXCLUSIVE;
+}
+
+/* Whether pid is that of a holder of a lease on u. */
+static int is_holder_pid(const struct unit *u, const struct vd_leases *leases, uint32_t pid)
+{
+	for (size_t i = 0; leases && i < leases->n; i++) {
+		const struct vd_lease_holder *h = &leases->holders[i];
+
+		if (h->pid > 0 && (uint32_t)h->pid == pid && strcmp(h->uuid, u->uuid) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* The processes on a whole GPU that no lease of this unit accounts for. */
+static void read_processes(struct unit *u, const struct vd_leases *leases)
+{
+	const struct vd_gpu *gpu = u->gpu;
+
+	if (u->mig || !(gpu->fields & VD_GPU_PROCESSES))
+		return;
+	for (size_t i = 0; i < gpu->nprocesses; i++) {
+		if (is_holder_pid(u, leases, gpu->processes[i].pid))
+			continue;
+		if (u->nforeign < NAMED_PROCESSES)
+			u->foreign[u->nforeign] = &gpu->processes[i];
+		u->nforeign++;
+	}
+}
+
+static int64_t nvml_free_mib(const struct unit *u)
+{
+	if (!u->mig)
+		return vd_gpu_memory_free_mib(u->gpu);
+	if (!(u->mig->fields & VD_GPU_MEMORY))
+		return -1;
+	if (u->mig->memory_used_mib >= u->mig->memory_total_mib)
+		return 0;
+	return (int64_t)(u->mig->memory_total_mib - u->mig->memory_used_mib);
+}
+
+/* The memory a request needs on each unit, 0 for none. */
+static uint64_t needed_mib(const struct vd_select_options *opts)
+{
+	return opts->mem_mib > opts->min_free_mib ? opts->mem_mib : opts->min_free_mib;
+}
+
+/* Weighs one unit against the request: sets its facts and its first problem. */
+static void weigh(struct unit *u, const struct vd_leases *leases,
+		  const struct vd_resolution *parent, const struct vd_select_options *opts)
+{
+	int shared = opts->mem_mib > 0;
+	uint64_t need = needed_mib(opts);
+	int64_t nvml_free;
+
+	read_leases(u, leases);
+	read_processes(u, leases);
+	u->util = (u->gpu->fields & VD_GPU_UTILIZATION) ? (int)u->gpu->utilization_gpu : -1;
+	nvml_free = nvml_free_mib(u);
+	if (nvml_free < 0)
+		u->free_mib = -1;
+	else
+		u->free_mib = nvml_free > u->reserved_mib ? nvml_free - u->reserved_mib : 0;
+
+	if (!is_visible(parent, u))
+		u->problem = HIDDEN;
+	else if (u->gpu->lost)
+		u->problem = LOST;
+	else if (is_excluded(opts, u->ref.gpu))
+		u->problem = EXCLUDED;
+	else if (u->gpu->mig_mode && !u->mig)
+		u->problem = NO_MIG;
+	else if (opts->model && !model_matches(opts->model, u->gpu->name))
+		u->problem = MODEL;
+	else if (shared ? has_exclusive(u) : u->nholders > 0)
+		u->problem = LEASED;
+	else if (!shared && u->nforeign)
+		u->problem = BUSY;
+	else if (opts->max_util >= 0 && u->util < 0)
+		u->problem = UTIL_UNKNOWN;
+	else if (opts->max_util >= 0 && u->util > opts->max_util)
+		u->problem = UTIL;
+	else if (need && u->free_mib < 0)
+		u->problem = MEMORY_UNKNOWN;
+	else if (need && (uint64_t)u->free_mib < need)
+		u->problem = MEMORY;
+	else
+		u->problem = FITS;
+}
+
+/* ---- reasons ------------------------------------------------------------ */
+
+static double gib(uint64_t mib)
+{
+	return (double)mib / 1024.0;
+}
+
+/* "GPU 3" or "GPU 4 MIG 1g.10gb (gi 7 ci 0)". */
+static void unit_label(char *buf, size_t size, const struct unit *u)
+{
+	if (!u->mig)
+		snprintf(buf, size, "GPU %u", u->ref.gpu);
+	else
+		snprintf(buf, size, "GPU %u MIG %s%s(gi %u ci %u)", u->ref.gpu, u->mig->profile,
+			 u->mig->profile[0] ? " " : "", u->mig->gi, u->mig->ci);
+}
+
+/* "leased by alice (pid 4242, python train.py) since 10:02", and the like. */
+static void describe_lease(char *buf, size_t size, const struct unit *u)
+{
+	const struct vd_lease_holder *h = u->holder;
+	char who[48], what[320], since[32] = "", more[48] = "";
+	size_t len;
+
+	if (h->user[0])
+		snprintf(who, sizeof(who), "%.31s", h->user);
+	else
+		snprintf(who, sizeof(who), "uid %u", h->uid);
+	len = (size_t)snprintf(what, sizeof(what), "pid %d", (int)h->pid);
+	if (h->command[0])
+		len += (size_t)snprintf(what + len, sizeof(what) - len, ", %.255s", h->command);
+	if (h->mode == VD_LEASE_SHARED && len < sizeof(what))
+		snprintf(what + len, sizeof(what) - len, ", %.1f GiB", gib(h->mem_mib));
+	if (h->since > 0) {
+		time_t t = (time_t)h->since;
+		struct tm tm;
+
+		if (localtime_r(&t, &tm))
+			strftime(since, sizeof(since), " since %H:%M", &tm);
+	}
+	if (u->nholders > 1)
+		snprintf(more, sizeof(more), " and %zu more", u->nholders - 1);
+	snprintf(buf, size, "%s by %s (%s)%s%s",
+		 h->mode == VD_LEASE_SHARED ? "shared lease" : "leased", who, what, since, more);
+}
+
+/* "busy with 1 process visdev did not start (pid 31842 python)". */
+static void describe_busy(char *buf, size_t size, const struct unit *u)
+{
+	size_t len, named = u->nforeign < NAMED_PROCESSES ? u->nforeign : NAMED_PROCESSES;
+
+	len = (size_t)snprintf(buf, size, "busy with %zu process%s visdev did not start (",
+			       u->nforeign, u->nforeign == 1 ? "" : "es");
+	for (size_t i = 0; i < named && len < size; i++) {
+		const struct vd_process *p = u->foreign[i];
+
+		len += (size_t)snprintf(buf + len, size - len, "%spid %u%s%s", i ? ", " : "",
+					p->pid, p->name[0] ? " " : "", p->name);
+	}
+	if (u->nforeign > named && len < size)
+		len += (size_t)snprintf(buf + len, size - len, " and %zu more",
+					u->nforeign - named);
+	if (len < size)
+		snprintf(buf + len, size - len, ")");
+}
+
+/* Adds the line saying why u does not fit. */
+static int add_reason(struct vd_choice *choice, const struct unit *u,
+		      const struct vd_select_options *opts)
+{
+	char label[VD_PROFILE_MAX + 64], why[512];
+	uint64_t need = needed_mib(opts);
+
+	unit_label(label, sizeof(label), u);
+	switch (u->problem) {
+	case HIDDEN:
+		snprintf(why, sizeof(why), "hidden by CUDA_VISIBLE_DEVICES");
+		break;
+	case LOST:
+		snprintf(why, sizeof(why), "lost (fell off the bus)");
+		break;
+	case EXCLUDED:
+		snprintf(why, sizeof(why), "excluded");
+		break;
+	case NO_MIG:
+		snprintf(why, sizeof(why), "in MIG mode with no MIG device to choose");
+		break;
+	case MODEL:
+		snprintf(why, sizeof(why), "%s does not match '%.200s'", u->gpu->name, opts->model);
+		break;
+	case LEASED:
+		describe_lease(why, sizeof(why), u);
+		break;
+	case BUSY:
+		describe_busy(why, sizeof(why), u);
+		break;
+	case UTIL:
+		snprintf(why, sizeof(why), "%d%% utilised, at most %d%% asked", u->util,
+			 opts->max_util);
+		break;
+	case UTIL_UNKNOWN:
+		snprintf(why, sizeof(why), "utilisation unknown, at most %d%% asked",
+			 opts->max_util);
+		break;
+	case MEMORY:
+		if (u->reserved_mib > 0)
+			snprintf(why, sizeof(why),
+				 "%.1f GiB free, %.1f GiB asked (%.1f GiB reserved by leases not "
+				 "yet in use)",
+				 gib((uint64_t)u->free_mib), gib(need),
+				 gib((uint64_t)u->reserved_mib));
+		else
+			snprintf(why, sizeof(why), "%.1f GiB free, %.1f GiB asked",
+				 gib((uint64_t)u->free_mib), gib(need));
+		break;
+	case MEMORY_UNKNOWN:
+		snprintf(why, sizeof(why), "memory unknown, cannot promise %.1f GiB", gib(need));
+		break;
+	case FITS:
+		return 0;
+	}
+	return strings_push(&choice->reasons, &choice->nreasons, "%s: %s", label, why);
+}
+
+/* ---- ranking ------------------------------------------------------------ */
+
+static enum vd_link_level unit_level(const struct search *s, size_t a, size_t b)
+{
+	const struct unit *ua = &s->units[a], *ub = &s->units[b];
+
+	if (ua->ref.gpu == ub->ref.gpu)
+		return VD_LINK_NVLINK;
+	return (enum vd_link_level)s->levels[ua->ref.gpu * s->sys->ngpus + ub->ref.gpu];
+}
+
+/* The nearest link level between every two GPUs; sys where none is given. */
+static int link_table(struct search *s)
+{
+	size_t n = s->sys->ngpus;
+
+	s->levels = malloc(n ? n * n : 1);
+	if (!s->levels)
+		return error_set(VD_ENOMEM, "out of memory");
+	memset(s->levels, VD_LINK_SYS, n * n);
+	for (size_t i = 0; i < s->sys->nlinks; i++) {
+		const struct vd_link *l = &s->sys->links[i];
+		unsigned char level = (unsigned char)l->level;
+
+		if (l->a >= n || l->b >= n || l->level > VD_LINK_SYS)
+			continue;
+		if (level < s->levels[l->a * n + l->b]) {
+			s->levels[l->a * n + l->b] = level;
+			s->levels[l->b * n + l->a] = level;
+		}
+	}
+	return 0;
+}
+
+/*
+ * The key of a set (lower is better): its worst link, then the policy's
+ * sums, unknowns counted first.
+ */
+static void set_key(int64_t key[KEY_LEN], const struct search *s, const size_t *members, size_t n)
+{
+	int64_t worst = VD_LINK_NVLINK, nomem = 0, noutil = 0, free_sum = 0, util_sum = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct unit *u = &s->units[members[i]];
+
+		for (size_t j = 0; j < i; j++) {
+			int64_t level = unit_level(s, members[i], members[j]);
+
+			if (level > worst)
+				worst = level;
+		}
+		if (u->free_mib < 0)
+			nomem++;
+		else
+			free_sum = sat_add(free_sum, u->free_mib);
+		if (u->util < 0)
+			noutil++;
+		else
+			util_sum += u->util;
+	}
+	memset(key, 0, KEY_LEN * sizeof(*key));
+	key[0] = worst;
+	switch (s->opts->policy) {
+	case VD_POLICY_LEAST_USED:
+		key[1] = noutil;
+		key[2] = util_sum;
+		key[3] = nomem;
+		key[4] = -free_sum;
+		break;
+	case VD_POLICY_PACK:
+		key[1] = nomem;
+		key[2] = free_sum;
+		break;
+	case VD_POLICY_MOST_FREE:
+	default:
+		key[1] = nomem;
+		key[2] = -free_sum;
+		break;
+	}
+}
+
+static int key_cmp(const int64_t *a, const int64_t *b)
+{
+	for (size_t i = 0; i < KEY_LEN; i++)
+		if (a[i] != b[i])
+			return a[i] < b[i] ? -1 : 1;
+	return 0;
+}
+
+/* Policy order of two units: their keys alone, then their indices. */
+static int unit_cmp(const void *pa, const void *pb, void *arg)
+{
+	const struct search *s = arg;
+	size_t a = *(const size_t *)pa, b = *(const size_t *)pb;
+	int64_t ka[KEY_LEN], kb[KEY_LEN];
+	int c;
+
+	set_key(ka, s, &a, 1);
+	set_key(kb, s, &b, 1);
+	c = key_cmp(ka, kb);
+	if (c)
+		return c;
+	/* units are stored in index order: GPU, then MIG */
+	return a < b ? -1 : a > b;
+}
+
+static int size_cmp(const void *pa, const void *pb)
+{
+	size_t a = *(const size_t *)pa, b = *(const size_t *)pb;
+
+	return a < b ? -1 : a > b;
+}
+
+/* Whether CUDA will use u together with the n members already chosen. */
+static int can_join(const struct search *s, const size_t *members, size_t n, size_t u)
+{
+	const struct unit *nu = &s->units[u];
+
+	if (!nu->mig)
+		return 1;
+	for (size_t i = 0; i < n; i++) {
+		const struct unit *m = &s->units[members[i]];
+
+		if (!m->mig)
+			continue;
+		if (!s->mig_per_gi)
+			return 0;
+		if (m->ref.gpu == nu->ref.gpu && m->mig->gi == nu->mig->gi)
+			return 0;
+	}
+	return 1;
+}
+
+static int set_valid(const struct search *s, const size_t *members, size_t n)
+{
+	for (size_t i = 1; i < n; i++)
+		if (!can_join(s, members, i, members[i]))
+			return 0;
+	return 1;
+}
+
+/* C(k, n) when it is at most limit, else limit + 1. */
+static uint64_t choose_capped(size_t k, size_t n, uint64_t limit)
+{
+	uint64_t c = 1;
+
+	if (n > k)
+		return 0;
+	if (n > k - n)
+		n = k - n;
+	for (size_t i = 1; i <= n; i++) {
+		c = c * (uint64_t)(k - n + i) / i;
+		if (c > limit)
+			return limit + 1;
+	}
+	return c;
+}
+
+/*
+ * Whether the set cand (sorted by index) beats best (sorted too): by key,
+ * then by indices. best_key is NULL while there is no best yet.
+ */
+static int beats(const int64_t *cand_key, const size_t *cand, const int64_t *best_key,
+		 const size_t *best, size_t n)
+{
+	int c;
+
+	if (!best_key)
+		return 1;
+	c = key_cmp(cand_key, best_key);
+	if (c)
+		return c < 0;
+	for (size_t i = 0; i < n; i++)
+		if (cand[i] != best[i])
+			return cand[i] < best[i];
+	return 0;
+}
+
+/* Weighs every n-subset of fit[0..k) (in index order); best gets the winner. */
+static int search_all(const struct search *s, size_t *best, const size_t *fit, size_t k, size_t n)
+{
+	size_t *pos = malloc(n * sizeof(*pos)), *set = malloc(n * sizeof(*set));
+	int64_t key[KEY_LEN], best_key[KEY_LEN];
+	int found = 0;
+
+	if (!pos || !set) {
+		free(pos);
+		free(set);
+		return error_set(VD_ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < n; i++)
+		pos[i] = i;
+	for (;;) {
+		size_t i;
+
+		for (i = 0; i < n; i++)
+			set[i] = fit[pos[i]];
+		if (set_valid(s, set, n)) {
+			set_key(key, s, set, n);
+			/* subsets come in lexicographic order: ties keep the first */
+			if (!found || key_cmp(key, best_key) < 0) {
+				memcpy(best_key, key, sizeof(key));
+				memcpy(best, set, n * sizeof(*set));
+				found = 1;
+			}
+		}
+		/* the next combination */
+		for (i = n; i-- > 0;)
+			if (pos[i] < k - n + i)
+				break;
+		if (i == (size_t)-1)
+			break;
+		pos[i]++;
+		for (size_t j = i + 1; j < n; j++)
+			pos[j] = pos[j - 1] + 1;
+	}
+	free(pos);
+	free(set);
+	return found;
+}
+
+/*
+ * Greedy search over fitting units (order: policy order): grows a set from
+ * each seed by the nearest unit, and keeps the best set.
+ */
+static int search_greedy(const struct search *s, size_t *best, const size_t *order, size_t k,
+			 size_t n)
+{
+	size_t *set = malloc(n * sizeof(*set)), *sorted = malloc(n * sizeof(*sorted));
+	unsigned char *worst = malloc(k), *taken = malloc(k);
+	int64_t key[KEY_LEN], best_key[KEY_LEN];
+	int found = 0;
+
+	if (!set || !sorted || !worst || !taken) {
+		found = error_set(VD_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t seed = 0; seed < k; seed++) {
+		size_t m = 1;
+
+		memset(taken, 0, k);
+		set[0] = order[seed];
+		taken[seed] = 1;
+		for (size_t j = 0; j < k; j++)
+			worst[j] = (unsigned char)unit_level(s, order[seed], order[j]);
+		while (m < n) {
+			size_t pick = k;
+
+			/* order is policy order: the first of the nearest wins ties */
+			for (size_t j = 0; j < k; j++)
+				if (!taken[j] && (pick == k || worst[j] < worst[pick]) &&
+				    can_join(s, set, m, order[j]))
+					pick = j;
+			if (pick == k)
+				break;
+			taken[pick] = 1;
+			set[m++] = order[pick];
+			for (size_t j = 0; j < k; j++) {
+				unsigned char level =
+					(unsigned char)unit_level(s, order[pick], order[j]);
+
+				if (level > worst[j])
+					worst[j] = level;
+			}
+		}
+		if (m < n)
+			continue;
+		memcpy(sorted, set, n * sizeof(*set));
+		qsort(sorted, n, sizeof(*sorted), size_cmp);
+		set_key(key, s, sorted, n);
+		if (beats(key, sorted, found ? best_key : NULL, best, n)) {
+			memcpy(best_key, key, sizeof(key));
+			memcpy(best, sorted, n * sizeof(*sorted));
+			found = 1;
+		}
+	}
+out:
+	free(set);
+	free(sorted);
+	free(worst);
+	free(taken);
+	return found;
+}
+
+/* ---- the choice --------------------------------------------------------- */
+
+/* Lists every unit of sys, in index order. */
+static int units_list(struct search *s)
+{
+	const struct vd_system *sys = s->sys;
+	size_t n = 0;
+
+	for (size_t i = 0; i < sys->ngpus; i++)
+		n += sys->gpus[i].mig_mode && sys->gpus[i].nmig ? sys->gpus[i].nmig : 1;
+	s->units = calloc(n ? n : 1, sizeof(*s->units));
+	if (!s->units)
+		return error_set(VD_ENOMEM, "out of memory");
+	for (size_t i = 0; i < sys->ngpus; i++) {
+		const struct vd_gpu *gpu = &sys->gpus[i];
+		size_t nmig = gpu->mig_mode ? gpu->nmig : 0;
+
+		for (size_t m = 0; m < (nmig ? nmig : 1); m++) {
+			struct unit *u = &s->units[s->nunits++];
+
+			u->ref.gpu = (unsigned)i;
+			u->ref.mig = nmig ? (int)m : -1;
+			u->gpu = gpu;
+			u->mig = nmig ? &gpu->mig[m] : NULL;
+			u->uuid = nmig ? gpu->mig[m].uuid : gpu->uuid;
+		}
+	}
+	return 0;
+}
+
+/* The last reason line when some units fit but no set of n does. */
+static int add_shortfall(struct vd_choice *choice, const struct search *s, const size_t *fit,
+			 size_t k, size_t n)
+{
+	const char *what = "GPU";
+	char why[160] = "";
+
+	for (size_t i = 0; i < k; i++)
+		if (s->units[fit[i]].mig)
+			what = "device";
+	if (k >= n && !s->mig_per_gi)
+		snprintf(why, sizeof(why), ": a process can use only one MIG device with driver %s",
+			 s->sys->driver_version[0] ? s->sys->driver_version : "(unknown)");
+	else if (k >= n)
+		snprintf(why, sizeof(why),
+			 ": a process can use only one MIG device per GPU instance");
+	return strings_push(&choice->reasons, &choice->nreasons, "%zu %s%s fit%s, %zu wanted%s", k,
+			    what, k == 1 ? "" : "s", k == 1 ? "s" : "", n, why);
+}
+
+int vd_select(struct vd_choice **out, const struct vd_system *sys, const struct vd_leases *leases,
+	      const struct vd_resolution *parent, const struct vd_select_options *opts)
+{
+	struct search s = { .sys = sys, .opts = opts };
+	struct vd_choice *choice = NULL;
+	size_t n = opts->n ? opts->n : 1, k = 0, *fit = NULL, *order = NULL, *best = NULL;
+	int err, found = 0;
+
+	*out = NULL;
+	choice = calloc(1, sizeof(*choice));
+	if (!choice)
+		return error_set(VD_ENOMEM, "out of memory");
+	err = units_list(&s);
+	if (!err)
+		err = link_table(&s);
+	if (err)
+		goto out;
+	s.mig_per_gi = driver_major(sys) >= MIG_PER_GI_MAJOR;
+	fit = malloc((s.nunits ? s.nunits : 1) * sizeof(*fit));
+	order = malloc((s.nunits ? s.nunits : 1) * sizeof(*order));
+	if (!fit || !order) {
+		err = error_set(VD_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < s.nunits; i++) {
+		weigh(&s.units[i], leases, parent, opts);
+		if (s.units[i].problem == FITS)
+			fit[k++] = i;
+		else if ((err = add_reason(choice, &s.units[i], opts)))
+			goto out;
+	}
+	memcpy(order, fit, k * sizeof(*fit));
+	qsort_r(order, k, sizeof(*order), unit_cmp, &s);
+	if (k >= n) {
+		best = malloc(n * sizeof(*best));
+		if (!best) {
+			err = error_set(VD_ENOMEM, "out of memory");
+			goto out;
+		}
+		if (choose_capped(k, n, SUBSET_LIMIT) <= SUBSET_LIMIT)
+			found = search_all(&s, best, fit, k, n);
+		else
+			found = search_greedy(&s, best, order, k, n);
+		if (found < 0) {
+			err = found;
+			goto out;
+		}
+	}
+	if (!found) {
+		if (k && (err = add_shortfall(choice, &s, fit, k, n)))
+			goto out;
+		err = error_set(VD_ENOFIT, "no GPU fits: %zu wanted, %zu fit%s%s", n, k,
+				k == 1 ? "s" : "",
+				k >= n ? ", but CUDA would not use them all at once" : "");
+		*out = choice;
+		choice = NULL;
+		goto out;
+	}
+	qsort_r(best, n, sizeof(*best), unit_cmp, &s);
+	choice->devices = malloc(n * sizeof(*choice->devices));
+	if (!choice->devices) {
+		err = error_set(VD_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		choice->devices[i] = s.units[best[i]].ref;
+	choice->ndevices = n;
+	*out = choice;
+	choice = NULL;
+out:
+	vd_choice_free(choice);
+	free(s.units);
+	free(s.levels);
+	free(fit);
+	free(order);
+	free(best);
+	return err;
+}
+
+void vd_choice_free(struct vd_choice *choice)
+{
+	if (!choice)
+		return;
+	free(choice->devices);
+	vd_strings_free(choice->reasons, choice->nreasons);
+	free(choice);
+}

@@ -1,0 +1,774 @@
+/*
+ * test_select.c - selection (vd_select) against DESIGN's leases and the
+ * rules in select.c.
+ *
+ * The cases are data: tests/unit/select.jsonl (its header documents the
+ * keys), one cmocka test per line, named after the file, the line and the
+ * fixture, so that a failure reads "select.jsonl:42 select-basic". The path
+ * may be given as argv[1] or in SELECT_CASES; fixtures are read from
+ * tests/fixtures (or SELECT_FIXTURES). Tests run from the repository root.
+ *
+ * Every case is run twice and must give the same answer (determinism); a
+ * choice must be n distinct devices none of which has a reason, and must
+ * survive the round trip through vd_visible_format() and
+ * vd_visible_resolve(). Lease start times are written "HH:MM" and read in
+ * UTC (TZ is set to UTC here), so that reasons can be compared exactly.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+#define DAY0 1700006400 /* 2023-11-15 00:00 UTC: "since" times are on this day */
+
+/* ---- fixtures, each loaded once ---------------------------------------- */
+
+struct fixture {
+	char name[64];
+	struct vd_system *sys;
+	char error[1024];
+};
+
+static struct fixture fixtures[16];
+static size_t nfixtures;
+
+/* The named fixture (tests/fixtures/<name>.json), or NULL with *why set. */
+static const struct vd_system *fixture_get(const char *name, const char **why)
+{
+	const char *dir = getenv("SELECT_FIXTURES");
+	char path[512];
+	struct fixture *f;
+	int rc;
+
+	for (size_t i = 0; i < nfixtures; i++) {
+		f = &fixtures[i];
+		if (strcmp(f->name, name) == 0)
+			goto found;
+	}
+	if (nfixtures == ARRAY_SIZE(fixtures) || strlen(name) >= sizeof(f->name) ||
+	    strchr(name, '/')) {
+		*why = "bad fixture name (a plain name under tests/fixtures, without .json)";
+		return NULL;
+	}
+	f = &fixtures[nfixtures++];
+	str_copy(f->name, name, sizeof(f->name));
+	snprintf(path, sizeof(path), "%s/%s.json", dir ? dir : "tests/fixtures", name);
+	rc = fixture_load(&f->sys, path);
+	if (rc)
+		snprintf(f->error, sizeof(f->error), "cannot load fixture '%s': %s: %s", path,
+			 vd_error_name(rc), vd_error_last());
+found:
+	if (!f->sys) {
+		*why = f->error[0] ? f->error : "fixture loaded as NULL";
+		return NULL;
+	}
+	return f->sys;
+}
+
+static void fixtures_free(void)
+{
+	for (size_t i = 0; i < nfixtures; i++)
+		vd_system_free(fixtures[i].sys);
+	nfixtures = 0;
+}
+
+/* ---- messages ---------------------------------------------------------- */
+
+struct report {
+	char text[8192];
+	size_t len;
+	int nerrors;
+};
+
+static void __attribute__((format(printf, 2, 3))) report_add(struct report *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	r->nerrors++;
+	if (r->len + 4 >= sizeof(r->text))
+		return;
+	r->text[r->len++] = '\n';
+	r->text[r->len++] = ' ';
+	r->text[r->len++] = ' ';
+	va_start(ap, fmt);
+	vsnprintf(r->text + r->len, sizeof(r->text) - r->len, fmt, ap);
+	va_end(ap);
+	r->len += strlen(r->text + r->len);
+}
+
+/* "[2, 1/mig0]": the notation of select.jsonl. */
+static void describe_devices(char *buf, size_t size, const struct vd_device_ref *devs, size_t n)
+{
+	size_t len = (size_t)snprintf(buf, size, "[");
+
+	for (size_t i = 0; i < n && len < size; i++) {
+		const char *sep = i ? ", " : "";
+
+		if (devs[i].mig < 0)
+			len += (size_t)snprintf(buf + len, size - len, "%s%u", sep, devs[i].gpu);
+		else
+			len += (size_t)snprintf(buf + len, size - len, "%s%u/mig%d", sep,
+						devs[i].gpu, devs[i].mig);
+	}
+	if (len < size)
+		snprintf(buf + len, size - len, "]");
+}
+
+static void describe_reasons(char *buf, size_t size, const struct vd_choice *c)
+{
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < c->nreasons && len < size; i++)
+		len += (size_t)snprintf(buf + len, size - len, "\n    | %s", c->reasons[i]);
+}
+
+/* Reads "N" or "N/migK" (or a number N) into *out; -1 when malformed. */
+static int read_device(struct vd_device_ref *out, const json_t *v)
+{
+	unsigned gpu;
+	int mig, end = 0;
+
+	if (json_is_integer(v) && json_integer_value(v) >= 0) {
+		out->gpu = (unsigned)json_integer_value(v);
+		out->mig = -1;
+		return 0;
+	}
+	if (!json_is_string(v))
+		return -1;
+	if (sscanf(json_string_value(v), "%u/mig%d%n", &gpu, &mig, &end) == 2 &&
+	    json_string_value(v)[end] == '\0' && mig >= 0) {
+		out->gpu = gpu;
+		out->mig = mig;
+		return 0;
+	}
+	end = 0;
+	if (sscanf(json_string_value(v), "%u%n", &gpu, &end) == 1 &&
+	    json_string_value(v)[end] == '\0') {
+		out->gpu = gpu;
+		out->mig = -1;
+		return 0;
+	}
+	return -1;
+}
+
+static int device_exists(const struct vd_system *sys, struct vd_device_ref d)
+{
+	return d.gpu < sys->ngpus && (d.mig < 0 || (size_t)d.mig < sys->gpus[d.gpu].nmig);
+}
+
+static const char *device_uuid(const struct vd_system *sys, struct vd_device_ref d)
+{
+	return d.mig < 0 ? sys->gpus[d.gpu].uuid : sys->gpus[d.gpu].mig[d.mig].uuid;
+}
+
+/* The start of a device's reason line: "GPU 3: ", "GPU 0 MIG 3g.20gb (gi 1 ci 0): ". */
+static void reason_prefix(char *buf, size_t size, const struct vd_system *sys,
+			  struct vd_device_ref d)
+{
+	const struct vd_mig *m;
+
+	if (d.mig < 0) {
+		snprintf(buf, size, "GPU %u: ", d.gpu);
+		return;
+	}
+	m = &sys->gpus[d.gpu].mig[d.mig];
+	snprintf(buf, size, "GPU %u MIG %s%s(gi %u ci %u): ", d.gpu, m->profile,
+		 m->profile[0] ? " " : "", m->gi, m->ci);
+}
+
+/* ---- the table --------------------------------------------------------- */
+
+struct scase {
+	const char *file;
+	int line;
+	json_t *obj;
+	char error[256];
+	char name[256];
+};
+
+static const char *const known_keys[] = {
+	"fixture", "leases",  "parent",	  "n",	  "min_free", "max_util",
+	"model",   "exclude", "policy",	  "mem",  "devices",  "nofit",
+	"reasons", "lines",   "nreasons", "last", "error",    "note",
+};
+
+static const char *const lease_keys[] = {
+	"device", "uuid", "mode", "mem_mib", "mem_unused_mib",
+	"user",	  "uid",  "pid",  "command", "since",
+};
+
+static int key_known(const char *key, const char *const *keys, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(key, keys[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* Reads the case's leases; -1 (reported) when malformed. */
+static int read_leases(struct report *r, struct vd_leases *out, const struct vd_system *sys,
+		       const json_t *arr)
+{
+	size_t i;
+	json_t *l;
+
+	out->holders = NULL;
+	out->n = 0;
+	if (!arr)
+		return 0;
+	if (!json_is_array(arr)) {
+		report_add(r, "table: leases must be an array");
+		return -1;
+	}
+	out->holders = calloc(json_array_size(arr) + 1, sizeof(*out->holders));
+	assert_non_null(out->holders);
+	json_array_foreach(arr, i, l)
+	{
+		struct vd_lease_holder *h = &out->holders[i];
+		json_t *dev = json_object_get(l, "device"), *v;
+		const char *key, *since, *mode;
+		struct vd_device_ref d;
+		unsigned hh, mm;
+		int end = 0;
+
+		json_object_foreach(l, key,
+				    v) if (!key_known(key, lease_keys, ARRAY_SIZE(lease_keys)))
+			report_add(r, "table: lease %zu: unknown key '%s'", i, key);
+		if (dev) {
+			if (read_device(&d, dev) || !device_exists(sys, d)) {
+				report_add(r, "table: lease %zu: no such device", i);
+				return -1;
+			}
+			str_copy(h->uuid, device_uuid(sys, d), sizeof(h->uuid));
+		} else if (json_is_string(json_object_get(l, "uuid"))) {
+			str_copy(h->uuid, json_string_value(json_object_get(l, "uuid")),
+				 sizeof(h->uuid));
+		} else {
+			report_add(r, "table: lease %zu: device or uuid needed", i);
+			return -1;
+		}
+		mode = json_string_value(json_object_get(l, "mode"));
+		h->mode =
+			mode && strcmp(mode, "shared") == 0 ? VD_LEASE_SHARED : VD_LEASE_EXCLUSIVE;
+		h->mem_mib = (uint64_t)json_integer_value(json_object_get(l, "mem_mib"));
+		h->mem_unused_mib =
+			(uint64_t)json_integer_value(json_object_get(l, "mem_unused_mib"));
+		if (json_is_string(json_object_get(l, "user")))
+			str_copy(h->user, json_string_value(json_object_get(l, "user")),
+				 sizeof(h->user));
+		h->uid = (uint32_t)json_integer_value(json_object_get(l, "uid"));
+		h->pid = (int32_t)json_integer_value(json_object_get(l, "pid"));
+		h->pgid = h->pid;
+		if (json_is_string(json_object_get(l, "command")))
+			str_copy(h->command, json_string_value(json_object_get(l, "command")),
+				 sizeof(h->command));
+		since = json_string_value(json_object_get(l, "since"));
+		if (since && sscanf(since, "%u:%u%n", &hh, &mm, &end) == 2 && !since[end])
+			h->since = DAY0 + hh * 3600 + mm * 60;
+		else if (since) {
+			report_add(r, "table: lease %zu: since must be \"HH:MM\"", i);
+			return -1;
+		}
+		out->n++;
+	}
+	return 0;
+}
+
+/* Reads the options of a case; -1 (reported) when malformed. */
+static int read_options(struct report *r, struct vd_select_options *opts, unsigned **exclude,
+			const json_t *obj)
+{
+	json_t *v;
+	size_t i;
+	int rc;
+
+	vd_select_options_init(opts);
+	*exclude = NULL;
+	if ((v = json_object_get(obj, "n")))
+		opts->n = (unsigned)json_integer_value(v);
+	if ((v = json_object_get(obj, "min_free"))) {
+		rc = vd_parse_size_mib(&opts->min_free_mib, json_string_value(v));
+		if (rc) {
+			report_add(r, "table: min_free: %s", vd_error_last());
+			return -1;
+		}
+	}
+	if ((v = json_object_get(obj, "mem"))) {
+		rc = vd_parse_size_mib(&opts->mem_mib, json_string_value(v));
+		if (rc) {
+			report_add(r, "table: mem: %s", vd_error_last());
+			return -1;
+		}
+	}
+	if ((v = json_object_get(obj, "max_util")))
+		opts->max_util = (int)json_integer_value(v);
+	if ((v = json_object_get(obj, "model")))
+		opts->model = json_string_value(v);
+	if ((v = json_object_get(obj, "policy"))) {
+		rc = vd_policy_parse(&opts->policy, json_string_value(v));
+		if (rc) {
+			report_add(r, "table: policy: %s", vd_error_last());
+			return -1;
+		}
+	}
+	if ((v = json_object_get(obj, "exclude"))) {
+		json_t *e;
+
+		*exclude = calloc(json_array_size(v) + 1, sizeof(**exclude));
+		assert_non_null(*exclude);
+		json_array_foreach(v, i, e)(*exclude)[i] = (unsigned)json_integer_value(e);
+		opts->exclude = *exclude;
+		opts->nexclude = json_array_size(v);
+	}
+	return 0;
+}
+
+static int same_choice(const struct vd_choice *a, const struct vd_choice *b)
+{
+	if (a->ndevices != b->ndevices || a->nreasons != b->nreasons)
+		return 0;
+	for (size_t i = 0; i < a->ndevices; i++)
+		if (a->devices[i].gpu != b->devices[i].gpu ||
+		    a->devices[i].mig != b->devices[i].mig)
+			return 0;
+	for (size_t i = 0; i < a->nreasons; i++)
+		if (strcmp(a->reasons[i], b->reasons[i]) != 0)
+			return 0;
+	return 1;
+}
+
+/* What every successful choice must satisfy, and its round trip. */
+static void check_chosen(struct report *r, const struct vd_system *sys, const struct vd_choice *c,
+			 unsigned n)
+{
+	struct vd_resolution *res = NULL;
+	char *value = NULL, pre[128];
+	int rc;
+
+	if (c->ndevices != (n ? n : 1))
+		report_add(r, "invariant: %zu devices chosen, %u wanted", c->ndevices, n);
+	for (size_t i = 0; i < c->ndevices; i++) {
+		if (!device_exists(sys, c->devices[i])) {
+			report_add(r, "invariant: device %zu is not in the fixture", i);
+			return;
+		}
+		for (size_t j = 0; j < i; j++)
+			if (c->devices[j].gpu == c->devices[i].gpu &&
+			    c->devices[j].mig == c->devices[i].mig)
+				report_add(r, "invariant: device chosen twice");
+		reason_prefix(pre, sizeof(pre), sys, c->devices[i]);
+		for (size_t j = 0; j < c->nreasons; j++)
+			if (strncmp(c->reasons[j], pre, strlen(pre)) == 0)
+				report_add(r, "invariant: chosen but has a reason: %s",
+					   c->reasons[j]);
+	}
+	rc = vd_visible_format(&value, sys, c->devices, c->ndevices, VD_FORMAT_UUID);
+	if (rc) {
+		report_add(r, "round trip: format: %s", vd_error_last());
+		return;
+	}
+	rc = vd_visible_resolve(&res, sys, value, VD_ORDER_PCI);
+	if (rc) {
+		report_add(r, "round trip: resolve: %s", vd_error_last());
+	} else if (res->ndevices != c->ndevices || res->nwarnings) {
+		report_add(r, "round trip: '%s' resolves to %zu devices (%s)", value, res->ndevices,
+			   res->nwarnings ? res->warnings[0] : "no warning");
+	} else {
+		for (size_t i = 0; i < c->ndevices; i++)
+			if (res->devices[i].gpu != c->devices[i].gpu ||
+			    res->devices[i].mig != c->devices[i].mig)
+				report_add(r, "round trip: '%s' resolves to other devices", value);
+	}
+	vd_resolution_free(res);
+	free(value);
+}
+
+/* Each key of "reasons" names a device whose line must contain the text. */
+static void check_reasons(struct report *r, const struct vd_system *sys, const struct vd_choice *c,
+			  json_t *want)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach(want, key, v)
+	{
+		json_t *k = json_string(key);
+		struct vd_device_ref d;
+		char pre[128];
+		size_t i;
+
+		if (read_device(&d, k) || !device_exists(sys, d) || !json_is_string(v)) {
+			report_add(r, "table: reasons: '%s' is not a device, or not a string", key);
+			json_decref(k);
+			continue;
+		}
+		json_decref(k);
+		reason_prefix(pre, sizeof(pre), sys, d);
+		for (i = 0; i < c->nreasons; i++)
+			if (strncmp(c->reasons[i], pre, strlen(pre)) == 0)
+				break;
+		if (i == c->nreasons)
+			report_add(r, "reasons: no line for '%s' (\"%s...\")", key, pre);
+		else if (!strstr(c->reasons[i], json_string_value(v)))
+			report_add(r, "reasons: '%s' should contain \"%s\", got \"%s\"", key,
+				   json_string_value(v), c->reasons[i]);
+	}
+}
+
+static void check_case(struct report *r, const struct scase *sc)
+{
+	json_t *obj = sc->obj, *v, *want_devs = json_object_get(obj, "devices");
+	const struct vd_system *sys;
+	struct vd_leases leases = { 0 };
+	struct vd_resolution *parent = NULL;
+	struct vd_select_options opts;
+	struct vd_choice *choice = NULL, *again = NULL;
+	unsigned *exclude = NULL;
+	const char *why = NULL, *key;
+	int nofit = json_is_true(json_object_get(obj, "nofit")), rc, rc2;
+	char a[512], b[4096];
+
+	json_object_foreach(obj, key, v) if (!key_known(key, known_keys, ARRAY_SIZE(known_keys)))
+		report_add(r, "table: unknown key '%s'", key);
+	if (!json_is_string(json_object_get(obj, "fixture")) || (!want_devs && !nofit)) {
+		report_add(r, "table: fixture, and devices or nofit, are needed");
+		return;
+	}
+	sys = fixture_get(json_string_value(json_object_get(obj, "fixture")), &why);
+	if (!sys) {
+		report_add(r, "%s", why);
+		return;
+	}
+	if (read_leases(r, &leases, sys, json_object_get(obj, "leases")) ||
+	    read_options(r, &opts, &exclude, obj))
+		goto out;
+	v = json_object_get(obj, "parent");
+	if (v) {
+		rc = vd_visible_resolve(&parent, sys, json_string_value(v), VD_ORDER_PCI);
+		if (rc) {
+			report_add(r, "parent: %s", vd_error_last());
+			goto out;
+		}
+	}
+
+	rc = vd_select(&choice, sys, &leases, parent, &opts);
+	rc2 = vd_select(&again, sys, &leases, parent, &opts);
+	if (!choice || (rc && rc != VD_ENOFIT)) {
+		report_add(r, "vd_select: %s (%s)", vd_error_name(rc), vd_error_last());
+		goto out;
+	}
+	if (rc != rc2 || !again || !same_choice(choice, again))
+		report_add(r, "determinism: a second run gave another answer");
+	describe_devices(a, sizeof(a), choice->devices, choice->ndevices);
+	describe_reasons(b, sizeof(b), choice);
+	if (nofit) {
+		if (rc != VD_ENOFIT)
+			report_add(r, "expected no fit, got %s: %s%s", vd_error_name(rc), a, b);
+		else if (choice->ndevices || choice->devices)
+			report_add(r, "no fit, yet devices %s", a);
+		if ((v = json_object_get(obj, "error")) && rc == VD_ENOFIT &&
+		    !strstr(vd_error_last(), json_string_value(v)))
+			report_add(r, "error: expected \"%s\", got \"%s\"", json_string_value(v),
+				   vd_error_last());
+	} else if (rc) {
+		report_add(r, "expected devices, got %s (%s)%s", vd_error_name(rc), vd_error_last(),
+			   b);
+	} else {
+		struct vd_device_ref *want = calloc(json_array_size(want_devs) + 1, sizeof(*want));
+		size_t i, nwant = json_array_size(want_devs);
+		int same = nwant == choice->ndevices;
+
+		assert_non_null(want);
+		json_array_foreach(want_devs, i, v)
+		{
+			if (read_device(&want[i], v))
+				report_add(r, "table: device %zu is neither N nor \"N/migK\"", i);
+			else if (same && (want[i].gpu != choice->devices[i].gpu ||
+					  want[i].mig != choice->devices[i].mig))
+				same = 0;
+		}
+		if (!same) {
+			char w[512];
+
+			describe_devices(w, sizeof(w), want, nwant);
+			report_add(r, "devices: expected %s, got %s%s", w, a, b);
+		}
+		free(want);
+		check_chosen(r, sys, choice, opts.n);
+	}
+	if ((v = json_object_get(obj, "reasons")))
+		check_reasons(r, sys, choice, v);
+	if ((v = json_object_get(obj, "nreasons")) &&
+	    json_integer_value(v) != (json_int_t)choice->nreasons)
+		report_add(r, "nreasons: expected %lld, got %zu%s",
+			   (long long)json_integer_value(v), choice->nreasons, b);
+	if ((v = json_object_get(obj, "last")) &&
+	    (!choice->nreasons ||
+	     strcmp(choice->reasons[choice->nreasons - 1], json_string_value(v)) != 0))
+		report_add(r, "last reason: expected \"%s\"%s", json_string_value(v), b);
+	if ((v = json_object_get(obj, "lines"))) {
+		size_t i;
+		json_t *l;
+
+		if (json_array_size(v) != choice->nreasons)
+			report_add(r, "lines: expected %zu, got %zu%s", json_array_size(v),
+				   choice->nreasons, b);
+		json_array_foreach(v, i, l) if (i < choice->nreasons &&
+						strcmp(json_string_value(l), choice->reasons[i]))
+			report_add(r, "line %zu: expected \"%s\", got \"%s\"", i,
+				   json_string_value(l), choice->reasons[i]);
+	}
+out:
+	vd_choice_free(choice);
+	vd_choice_free(again);
+	vd_resolution_free(parent);
+	free(leases.holders);
+	free(exclude);
+}
+
+static void test_case(void **state)
+{
+	const struct scase *c = *state;
+	struct report r = { .len = 0 };
+	char *line = NULL;
+
+	if (!c->obj) {
+		fail_msg("%s:%d: %s", c->file, c->line, c->error);
+		return;
+	}
+	check_case(&r, c);
+	if (r.nerrors) {
+		line = json_dumps(c->obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		fail_msg("%s:%d: %s%s", c->file, c->line, line ? line : "", r.text);
+	}
+	free(line);
+}
+
+/* Reads the table: one scase per line that is not blank or a comment. */
+static struct scase *cases_load(const char *path, size_t *nout)
+{
+	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	struct scase *cases = NULL;
+	size_t n = 0, cap = 0, linecap = 0;
+	char *linebuf = NULL;
+	FILE *fp = fopen(path, "r");
+	int lineno = 0;
+
+	if (!fp) {
+		cases = calloc(1, sizeof(*cases));
+		assert_non_null(cases);
+		cases->file = base;
+		snprintf(cases->error, sizeof(cases->error),
+			 "cannot open '%s' (run from the repository root, or give the path)", path);
+		snprintf(cases->name, sizeof(cases->name), "%s: cannot open", base);
+		*nout = 1;
+		return cases;
+	}
+	while (getline(&linebuf, &linecap, fp) >= 0) {
+		const char *p = linebuf, *fx, *note;
+		struct scase *c;
+		json_error_t err;
+
+		lineno++;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (*p == '#' || *p == '\n' || *p == '\0')
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 128;
+			cases = realloc(cases, cap * sizeof(*cases));
+			assert_non_null(cases);
+		}
+		c = &cases[n++];
+		memset(c, 0, sizeof(*c));
+		c->file = base;
+		c->line = lineno;
+		c->obj = json_loads(p, JSON_REJECT_DUPLICATES, &err);
+		if (!c->obj || !json_is_object(c->obj)) {
+			snprintf(c->error, sizeof(c->error), "not a JSON object: %s (column %d)",
+				 c->obj ? "other JSON" : err.text, err.column);
+			json_decref(c->obj);
+			c->obj = NULL;
+			snprintf(c->name, sizeof(c->name), "%s:%d (malformed)", base, lineno);
+			continue;
+		}
+		fx = json_string_value(json_object_get(c->obj, "fixture"));
+		note = json_string_value(json_object_get(c->obj, "note"));
+		/* '#' would start a TAP directive */
+		snprintf(c->name, sizeof(c->name), "%s:%d %s%s%.120s", base, lineno, fx ? fx : "?",
+			 note ? ": " : "", note ? note : "");
+		for (char *q = c->name; *q; q++)
+			if (*q == '#')
+				*q = '_';
+	}
+	free(linebuf);
+	fclose(fp);
+	*nout = n;
+	return cases;
+}
+
+/* ---- written out --------------------------------------------------------- */
+
+/* NULL leases and a NULL parent mean none; n 0 means 1. */
+static void test_nulls(void **state)
+{
+	const char *why = NULL;
+	const struct vd_system *sys = fixture_get("select-islands", &why);
+	struct vd_select_options opts;
+	struct vd_choice *c = NULL;
+
+	(void)state;
+	if (!sys)
+		fail_msg("%s", why);
+	vd_select_options_init(&opts);
+	opts.n = 0;
+	assert_int_equal(vd_select(&c, sys, NULL, NULL, &opts), 0);
+	assert_non_null(c);
+	assert_int_equal(c->ndevices, 1);
+	assert_int_equal(c->devices[0].gpu, 0);
+	assert_int_equal(c->devices[0].mig, -1);
+	assert_int_equal(c->nreasons, 0);
+	vd_choice_free(c);
+	vd_choice_free(NULL);
+}
+
+/* An empty machine: no fit, no reasons, a message. */
+static void test_empty_system(void **state)
+{
+	struct vd_system *sys = NULL;
+	struct vd_select_options opts;
+	struct vd_choice *c = NULL;
+
+	(void)state;
+	assert_int_equal(system_new(&sys, 0), 0);
+	vd_select_options_init(&opts);
+	assert_int_equal(vd_select(&c, sys, NULL, NULL, &opts), VD_ENOFIT);
+	assert_non_null(c);
+	assert_int_equal(c->ndevices, 0);
+	assert_null(c->devices);
+	assert_int_equal(c->nreasons, 0);
+	assert_string_equal(vd_error_last(), "no GPU fits: 1 wanted, 0 fit");
+	vd_choice_free(c);
+	vd_system_free(sys);
+}
+
+/* A huge n is no fit, not an allocation of n devices. */
+static void test_huge_n(void **state)
+{
+	const char *why = NULL;
+	const struct vd_system *sys = fixture_get("select-islands", &why);
+	struct vd_select_options opts;
+	struct vd_choice *c = NULL;
+
+	(void)state;
+	if (!sys)
+		fail_msg("%s", why);
+	vd_select_options_init(&opts);
+	opts.n = 4000000000u;
+	assert_int_equal(vd_select(&c, sys, NULL, NULL, &opts), VD_ENOFIT);
+	assert_int_equal(c->nreasons, 1);
+	assert_string_equal(c->reasons[0], "8 GPUs fit, 4000000000 wanted");
+	vd_choice_free(c);
+}
+
+/* Processes: plural, two named, the rest counted, a nameless one by pid. */
+static void test_busy_words(void **state)
+{
+	static const struct vd_process procs[] = {
+		{ .pid = 100, .name = "python" },
+		{ .pid = 101, .name = "" },
+		{ .pid = 102, .name = "bash" },
+	};
+	const char *why = NULL;
+	const struct vd_system *base = fixture_get("select-basic", &why);
+	struct vd_system *sys = NULL;
+	struct vd_select_options opts;
+	struct vd_choice *c = NULL;
+	struct vd_gpu *gpu;
+
+	(void)state;
+	if (!base)
+		fail_msg("%s", why);
+	assert_int_equal(system_copy(&sys, base), 0);
+	gpu = &sys->gpus[3];
+	free(gpu->processes);
+	gpu->processes = calloc(3, sizeof(*gpu->processes));
+	assert_non_null(gpu->processes);
+	vd_select_options_init(&opts);
+	opts.exclude = (const unsigned[]){ 0, 1, 2, 4 };
+	opts.nexclude = 4;
+	for (size_t n = 1; n <= 3; n++) {
+		static const char *const want[] = {
+			"GPU 3: busy with 1 process visdev did not start (pid 100 python)",
+			"GPU 3: busy with 2 processes visdev did not start (pid 100 python, pid 101)",
+			"GPU 3: busy with 3 processes visdev did not start (pid 100 python, pid 101 "
+			"and 1 more)",
+		};
+
+		memcpy(gpu->processes, procs, n * sizeof(*procs));
+		gpu->nprocesses = n;
+		assert_int_equal(vd_select(&c, sys, NULL, NULL, &opts), VD_ENOFIT);
+		assert_int_equal(c->nreasons, 6);
+		assert_string_equal(c->reasons[3], want[n - 1]);
+		vd_choice_free(c);
+		c = NULL;
+	}
+	/* a process list that is unknown does not block */
+	gpu->fields &= ~(unsigned)VD_GPU_PROCESSES;
+	assert_int_equal(vd_select(&c, sys, NULL, NULL, &opts), 0);
+	assert_int_equal(c->ndevices, 1);
+	assert_int_equal(c->devices[0].gpu, 3);
+	vd_choice_free(c);
+	vd_system_free(sys);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct CMUnitTest fixed[] = {
+		cmocka_unit_test(test_nulls),
+		cmocka_unit_test(test_empty_system),
+		cmocka_unit_test(test_huge_n),
+		cmocka_unit_test(test_busy_words),
+	};
+	const char *path = argc > 1 ? argv[1] : getenv("SELECT_CASES");
+	struct CMUnitTest *tests;
+	struct scase *cases;
+	size_t ncases, n = 0;
+	int rc;
+
+	setenv("TZ", "UTC", 1);
+	tzset();
+	if (!path || !*path)
+		path = "tests/unit/select.jsonl";
+	cases = cases_load(path, &ncases);
+	tests = calloc(ARRAY_SIZE(fixed) + ncases, sizeof(*tests));
+	if (!tests)
+		return 1;
+	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
+		tests[n++] = fixed[i];
+	for (size_t i = 0; i < ncases; i++)
+		tests[n++] = (struct CMUnitTest){
+			.name = cases[i].name,
+			.test_func = test_case,
+			.initial_state = &cases[i],
+		};
+	/* One group: cmocka's TAP output has one plan per group, prove wants one. */
+	rc = _cmocka_run_group_tests("select", tests, n, NULL, NULL);
+	for (size_t i = 0; i < ncases; i++)
+		json_decref(cases[i].obj);
+	free(cases);
+	free(tests);
+	fixtures_free();
+	return rc;
+}
