@@ -146,7 +146,7 @@ build-fuzz/gen/demo_json.c: $(BUILD)/gen/demo_json.c
 build-fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRC) include/visdev.h src/lib/internal.h
 	@mkdir -p $(@D)
 	clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc/lib -g -O1 \
-		-fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_LIB_SRC) $(LIBS)
+		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ $< $(FUZZ_LIB_SRC) $(LIBS)
 
 fuzz: $(FUZZ_TARGETS)
 	@for t in $(FUZZ_TARGETS); do \
@@ -163,8 +163,9 @@ $(BUILD)/bench/%: bench/%.c
 
 BENCH_RUNS ?= 500
 
-bench: all $(BUILD)/bench/startup
+bench: all $(BUILD)/bench/startup $(BUILD)/bench/lease-contention
 	$(BUILD)/bench/startup $(BENCH_RUNS) $(PROGRAM) tests/fixtures/eight.json
+	$(BUILD)/bench/lease-contention $(abspath $(PROGRAM)) tests/fixtures/eight.json 64 8
 
 $(BUILD)/visdev.pc: src/lib/visdev.pc.in include/visdev.h
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 
@@ -204,4 +205,139 @@ void cli_print_notes(char *const *notes, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		printf("note: %s\n", notes[i]);
+}
+
+void cli_select_init(struct cli_select *s)
+{
+	memset(s, 0, sizeof(*s));
+	vd_select_options_init(&s->opts);
+	s->format = -1;
+}
+
+void cli_select_release(struct cli_select *s)
+{
+	free(s->exclude);
+	s->exclude = NULL;
+}
+
+/* A whole number from min to max, for option; -1 (after saying why) if it is not one. */
+static int parse_count(long *out, const char *option, const char *arg, long min, long max)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(arg, &end, 10);
+	if (*arg < '0' || *arg > '9' || *end || errno || v < min || v > max) {
+		cli_error("%s takes a whole number from %ld to %ld, not '%s'", option, min, max,
+			  arg);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+int cli_select_option(struct cli_select *s, int opt, const char *arg)
+{
+	size_t n;
+	long v;
+
+	switch (opt) {
+	case 'n':
+		if (parse_count(&v, "-n", arg, 1, 64))
+			return -1;
+		s->opts.n = (unsigned)v;
+		return 1;
+	case 'M':
+	case 'R':
+		if (vd_parse_size_mib(opt == 'M' ? &s->opts.min_free_mib : &s->opts.mem_mib, arg) ||
+		    (opt == 'R' && !s->opts.mem_mib)) {
+			cli_error("%s: %s", opt == 'M' ? "--min-free" : "--mem",
+				  opt == 'R' && !s->opts.mem_mib ? "must be more than 0"
+								 : vd_error_last());
+			return -1;
+		}
+		return 1;
+	case 'U':
+		if (parse_count(&v, "--max-util", arg, 0, 100))
+			return -1;
+		s->opts.max_util = (int)v;
+		return 1;
+	case 'm':
+		s->opts.model = arg;
+		return 1;
+	case 'x':
+		free(s->exclude);
+		if (cli_parse_index_list(&s->exclude, &n, "--exclude", arg))
+			return -1;
+		s->opts.exclude = s->exclude;
+		s->opts.nexclude = n;
+		return 1;
+	case 'p':
+		if (vd_policy_parse(&s->opts.policy, arg)) {
+			cli_error("--policy: %s", vd_error_last());
+			return -1;
+		}
+		return 1;
+	case 'f':
+		if (!strcmp(arg, "index"))
+			s->format = VD_FORMAT_INDEX;
+		else if (!strcmp(arg, "uuid"))
+			s->format = VD_FORMAT_UUID;
+		else {
+			cli_error("--format takes index or uuid, not '%s'", arg);
+			return -1;
+		}
+		return 1;
+	case 'C':
+		s->or_cpu = 1;
+		return 1;
+	}
+	return 0;
+}
+
+int cli_child_value(char **out, const struct vd_system *sys, const struct vd_resolution *parent,
+		    const struct vd_device_ref *devs, size_t n, int format)
+{
+	struct vd_resolution *back = NULL;
+	int mig = 0, same, err;
+
+	*out = NULL;
+	for (size_t i = 0; i < n; i++)
+		mig |= devs[i].mig >= 0;
+	if (format < 0)
+		format = mig || (parent && parent->set) ? VD_FORMAT_UUID : VD_FORMAT_INDEX;
+	err = vd_visible_format(out, sys, devs, n, (enum vd_format)format);
+	if (err)
+		return cli_library_error(err);
+	/* the round trip: CUDA must read the value as exactly these devices */
+	err = vd_visible_resolve(&back, sys, *out, VD_ORDER_PCI);
+	if (err)
+		return cli_library_error(err);
+	same = back->ndevices == n && !back->duplicate;
+	for (size_t i = 0; same && i < n; i++)
+		same = back->devices[i].gpu == devs[i].gpu && back->devices[i].mig == devs[i].mig;
+	vd_resolution_free(back);
+	if (!same) {
+		cli_error("internal error: '%s' would not make CUDA see the devices chosen", *out);
+		free(*out);
+		*out = NULL;
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
+}
+
+void cli_print_reasons(const struct vd_choice *choice)
+{
+	for (size_t i = 0; choice && i < choice->nreasons; i++)
+		fprintf(stderr, "  %s\n", choice->reasons[i]);
+}
+
+void cli_format_time(char *buf, size_t n, int64_t t)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	if (!localtime_r(&tt, &tm) || !strftime(buf, n, "%Y-%m-%dT%H:%M:%S", &tm))
+		snprintf(buf, n, "%lld", (long long)t);
 }

@@ -89,6 +89,64 @@ int cli_parse_index_list(unsigned **out, size_t *nout, const char *option, const
 /* The resolution of the environment's CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER. */
 int cli_resolve_env(struct vd_resolution **out, const struct vd_system *sys);
 
+/* Options of pick and run: which devices, and how to write them for the child. */
+struct cli_select {
+	struct vd_select_options opts;
+	unsigned *exclude;
+	int format;  /* -1: the safest form for the case; else enum vd_format */
+	int or_cpu;
+};
+
+#define CLI_SELECT_OPTIONS                                       \
+	{ "min-free", required_argument, NULL, 'M' },            \
+	{ "max-util", required_argument, NULL, 'U' },            \
+	{ "model", required_argument, NULL, 'm' },               \
+	{ "exclude", required_argument, NULL, 'x' },             \
+	{ "policy", required_argument, NULL, 'p' },              \
+	{ "format", required_argument, NULL, 'f' },              \
+	{ "or-cpu", no_argument, NULL, 'C' },                    \
+	{ "mem", required_argument, NULL, 'R' }
+
+#define CLI_SELECT_USAGE                                                                  \
+	"  -n N               how many GPUs (default 1)\n"                                 \
+	"  --min-free SIZE    at least this much free memory on each (8G, 8GiB, 8192M;\n"  \
+	"                     a bare number is MiB)\n"                                     \
+	"  --max-util PCT     at most this utilisation on each\n"                          \
+	"  --model PATTERN    only GPUs whose name matches (A100, 'H100*'), case ignored\n" \
+	"  --exclude LIST     never these GPUs (indices, e.g. 0,3)\n"                      \
+	"  --policy POLICY    most-free (default), least-used, or pack\n"                  \
+	"  --mem SIZE         share a GPU: reserve SIZE of its memory, not the whole GPU\n" \
+	"  --format FORM      write the value as index (with CUDA_DEVICE_ORDER=PCI_BUS_ID)\n" \
+	"                     or uuid; default index, uuid under a parent restriction or MIG\n" \
+	"  --or-cpu           when no GPU fits, fall back to the CPU (an empty value), exit 0\n"
+
+/* Sets up the defaults of the selection options. */
+void cli_select_init(struct cli_select *s);
+
+/*
+ * Handles one selection option returned by getopt_long ('n' included).
+ * Returns 1 when handled, 0 when not a selection option, -1 (after printing
+ * why) when its value is malformed.
+ */
+int cli_select_option(struct cli_select *s, int opt, const char *arg);
+
+void cli_select_release(struct cli_select *s);
+
+/*
+ * The value of CUDA_VISIBLE_DEVICES for a child that must see exactly devs,
+ * in the form s->format asks (or the safest one), checked to resolve back
+ * to devs under CUDA's rules with CUDA_DEVICE_ORDER=PCI_BUS_ID. Prints why
+ * on failure and returns an exit code.
+ */
+int cli_child_value(char **out, const struct vd_system *sys, const struct vd_resolution *parent,
+		    const struct vd_device_ref *devs, size_t n, int format);
+
+/* Prints the reasons no GPU fitted, one "  GPU 3: ..." line each, to stderr. */
+void cli_print_reasons(const struct vd_choice *choice);
+
+/* "2026-12-03T10:02:00" (local time) for a time in seconds since the epoch. */
+void cli_format_time(char *buf, size_t n, int64_t t);
+
 /* Prints what the engine found: warnings and the environment's near misses, as "note: ...". */
 void cli_print_notes(char *const *notes, size_t n);
 

@@ -46,7 +46,30 @@ static json_t *json_processes(const struct vd_gpu *gpu)
 	return a;
 }
 
-static json_t *json_gpu(const struct vd_system *sys, const struct vd_resolution *res, size_t i)
+/* The live leases on the device with this UUID, as JSON. */
+static json_t *json_leases(const struct vd_leases *leases, const char *uuid)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; leases && i < leases->n; i++) {
+		const struct vd_lease_holder *h = &leases->holders[i];
+		char since[32];
+
+		if (strcmp(h->uuid, uuid))
+			continue;
+		cli_format_time(since, sizeof(since), h->since);
+		json_array_append_new(
+			a, json_pack("{s:s, s:I, s:s, s:s, s:s, s:o}", "user", h->user, "pid",
+				     (json_int_t)h->pid, "command", h->command, "since", since, "mode",
+				     h->mode == VD_LEASE_SHARED ? "shared" : "exclusive", "mem_mib",
+				     h->mode == VD_LEASE_SHARED ? json_integer((json_int_t)h->mem_mib)
+								: json_null()));
+	}
+	return a;
+}
+
+static json_t *json_gpu(const struct vd_system *sys, const struct vd_resolution *res,
+			const struct vd_leases *leases, size_t i)
 {
 	const struct vd_gpu *g = &sys->gpus[i];
 	unsigned f = g->fields;
@@ -80,20 +103,23 @@ static json_t *json_gpu(const struct vd_system *sys, const struct vd_resolution 
 		int known = mi->fields & VD_GPU_MEMORY;
 
 		json_array_append_new(
-			mig, json_pack("{s:s, s:i, s:i, s:s, s:o, s:o, s:o}", "uuid", mi->uuid, "gi",
+			mig, json_pack("{s:s, s:i, s:i, s:s, s:o, s:o, s:o, s:o}", "uuid", mi->uuid, "gi",
 				       (int)mi->gi, "ci", (int)mi->ci, "profile", mi->profile,
 				       "memory_total_mib",
 				       cli_json_known_int(known, (long long)mi->memory_total_mib),
 				       "memory_used_mib",
 				       cli_json_known_int(known, (long long)mi->memory_used_mib), "cuda",
-				       mc < 0 ? json_null() : json_integer(mc)));
+				       mc < 0 ? json_null() : json_integer(mc), "leases",
+				       json_leases(leases, mi->uuid)));
 	}
 	json_object_set_new(o, "mig", mig);
 	json_object_set_new(o, "cuda", cuda < 0 ? json_null() : json_integer(cuda));
+	json_object_set_new(o, "leases", json_leases(leases, g->uuid));
 	return o;
 }
 
-static int print_json(const struct vd_system *sys, const struct vd_resolution *res)
+static int print_json(const struct vd_system *sys, const struct vd_resolution *res,
+		      const struct vd_leases *leases)
 {
 	json_t *root = json_object(), *gpus = json_array(), *links = json_array();
 	const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
@@ -104,7 +130,7 @@ static int print_json(const struct vd_system *sys, const struct vd_resolution *r
 			    cli_json_known_int(sys->cuda_driver_version >= 0,
 					       sys->cuda_driver_version));
 	for (size_t i = 0; i < sys->ngpus; i++)
-		json_array_append_new(gpus, json_gpu(sys, res, i));
+		json_array_append_new(gpus, json_gpu(sys, res, leases, i));
 	json_object_set_new(root, "gpus", gpus);
 	for (size_t i = 0; i < sys->nlinks; i++)
 		json_array_append_new(links, json_pack("{s:i, s:i, s:s}", "a", (int)sys->links[i].a,
@@ -154,7 +180,27 @@ static void format_cuda(char *buf, size_t n, int cuda)
 		snprintf(buf, n, "cuda:%d", cuda);
 }
 
-static void print_table(const struct vd_system *sys, const struct vd_resolution *res)
+/* One line under a device for each lease on it. */
+static void print_leases(const struct vd_leases *leases, const char *uuid)
+{
+	for (size_t i = 0; leases && i < leases->n; i++) {
+		const struct vd_lease_holder *h = &leases->holders[i];
+		char since[32];
+
+		if (strcmp(h->uuid, uuid))
+			continue;
+		cli_format_time(since, sizeof(since), h->since);
+		if (h->mode == VD_LEASE_SHARED)
+			printf("       leased by %s (pid %d, %s) since %s, sharing %.1f GiB\n",
+			       h->user, (int)h->pid, h->command, since, h->mem_mib / 1024.0);
+		else
+			printf("       leased by %s (pid %d, %s) since %s\n", h->user, (int)h->pid,
+			       h->command, since);
+	}
+}
+
+static void print_table(const struct vd_system *sys, const struct vd_resolution *res,
+			const struct vd_leases *leases)
 {
 	int w = cli_name_width(sys);
 
@@ -181,6 +227,7 @@ static void print_table(const struct vd_system *sys, const struct vd_resolution 
 		format_processes(procs, sizeof(procs), g);
 		printf("%3u  %-*s  %-17s  %4s  %4s  %5s  %-20s  %s\n", g->index, w, g->name, mem,
 		       util, temp, power, procs, g->mig_mode && !g->nmig ? "MIG mode" : cuda);
+		print_leases(leases, g->uuid);
 		for (size_t m = 0; m < g->nmig; m++) {
 			const struct vd_mig *mi = &g->mig[m];
 			char label[96];
@@ -192,6 +239,7 @@ static void print_table(const struct vd_system *sys, const struct vd_resolution 
 			format_cuda(cuda, sizeof(cuda), cuda_number(res, (unsigned)i, (int)m));
 			printf("%3s  %-*s  %-17s  %4s  %4s  %5s  %-20s  %s\n", "", w, label, mem, "",
 			       "", "", mi->uuid, cuda);
+			print_leases(leases, mi->uuid);
 		}
 	}
 }
@@ -221,9 +269,10 @@ int cmd_list(int argc, char **argv)
 	struct cli_globals g = { 0 };
 	struct vd_system *sys = NULL;
 	struct vd_resolution *res = NULL;
+	struct vd_leases *leases = NULL;
 	char **notes = NULL;
 	size_t nnotes = 0;
-	int opt, rc;
+	int opt, rc, lease_err;
 
 	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1)
 		if (!cli_global_option(&g, opt, optarg))
@@ -242,17 +291,22 @@ int cmd_list(int argc, char **argv)
 	rc = cli_resolve_env(&res, sys);
 	if (rc)
 		goto out;
+	/* the GPUs are worth listing even when the lease directory cannot be read */
+	lease_err = vd_leases_read(&leases, vd_lease_dir(), sys);
+	if (lease_err)
+		cli_error("leases unknown: %s", vd_error_last());
 	if (g.json) {
-		rc = print_json(sys, res);
+		rc = print_json(sys, res, leases);
 		goto out;
 	}
-	print_table(sys, res);
+	print_table(sys, res, leases);
 	print_mapping(sys, res);
 	cli_print_notes(res->warnings, res->nwarnings);
 	if (vd_env_check(&notes, &nnotes, environ) == 0)
 		cli_print_notes(notes, nnotes);
 	vd_strings_free(notes, nnotes);
 out:
+	vd_leases_free(leases);
 	vd_resolution_free(res);
 	vd_system_free(sys);
 	return rc;

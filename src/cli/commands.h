@@ -6,5 +6,8 @@
 
 int cmd_list(int argc, char **argv);
 int cmd_map(int argc, char **argv);
+int cmd_pick(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_leases(int argc, char **argv);
 
 #endif

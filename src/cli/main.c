@@ -15,6 +15,9 @@ static const struct command {
 } commands[] = {
 	{ "list", cmd_list, "every GPU, its state, and how CUDA_VISIBLE_DEVICES maps onto it" },
 	{ "map", cmd_map, "what CUDA makes of a CUDA_VISIBLE_DEVICES value: cuda:N -> GPU" },
+	{ "pick", cmd_pick, "choose free GPUs and print CUDA_VISIBLE_DEVICES for them" },
+	{ "run", cmd_run, "lease GPUs and run a command on them, for as long as it runs" },
+	{ "leases", cmd_leases, "who holds which GPU now" },
 };
 
 static void usage(FILE *f)

@@ -1,5 +1,6 @@
 # Shared by the CLI tests: where the program and the stand-in NVML are, and a
 # scratch folder per test. `make test` exports VISDEV and MOCK_NVML_DIR.
+bats_require_minimum_version 1.5.0
 export LC_ALL=C
 VISDEV=${VISDEV:-$BATS_TEST_DIRNAME/../../build/visdev}
 MOCK_NVML_DIR=${MOCK_NVML_DIR:-$BATS_TEST_DIRNAME/../../build/tests/mock-nvml}
@@ -8,9 +9,10 @@ FIXTURES=$BATS_TEST_DIRNAME/../fixtures
 setup() {
 	cd "$BATS_TEST_TMPDIR" || return 1
 	unset CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER NVIDIA_VISIBLE_DEVICES
-	unset VISDEV_FIXTURE VISDEV_NVML_LIB VISDEV_CUDA_LIB MOCK_NVML_FIXTURE
+	unset VISDEV_FIXTURE VISDEV_NVML_LIB VISDEV_CUDA_LIB MOCK_NVML_FIXTURE VISDEV_LEASE
 	# a machine without a driver, whatever this one has
 	export VISDEV_NVML_LIB=$BATS_TEST_TMPDIR/no-such-libnvidia-ml.so.1
+	export VISDEV_LEASE_DIR=$BATS_TEST_TMPDIR/leases
 }
 
 # visdev through the stand-in NVML serving fixture $1 (and its libcuda for the order).

@@ -144,9 +144,11 @@ load helper
 }
 
 @test "an older NVML without the versioned entry points gives the same answers" {
-	want=$("$VISDEV" --fixture "$FIXTURES/mixed.json" list --json)
+	# such a driver has no NUMA query: that comes from sysfs, which has no fake GPUs
+	want=$("$VISDEV" --fixture "$FIXTURES/mixed.json" list --json | jq 'del(.gpus[].numa_node)')
 	got=$(MOCK_NVML_FIXTURE=$FIXTURES/mixed.json VISDEV_CUDA_LIB=$MOCK_NVML_DIR/libcuda.so.1 \
-		"$VISDEV" --nvml-lib "$MOCK_NVML_DIR/old/libnvidia-ml.so.1" list --json)
+		"$VISDEV" --nvml-lib "$MOCK_NVML_DIR/old/libnvidia-ml.so.1" list --json |
+		jq 'del(.gpus[].numa_node)')
 	[ "$got" = "$want" ] || { diff <(echo "$want") <(echo "$got"); return 1; }
 }
 

@@ -1,0 +1,185 @@
+/*
+ * lease-contention.c - many `visdev run --wait` at once over one server.
+ *
+ * usage: lease-contention VISDEV FIXTURE [WORKERS [JOBS_EACH]]
+ *
+ * Phase 1, overhead: runs the job alone, then through `visdev run -n 1`,
+ * RUNS times each, interleaved, one at a time; the overhead per job is the
+ * difference of the medians. Phase 2, contention: WORKERS processes (64)
+ * each start JOBS_EACH jobs (8) through `visdev run -n 1 --wait`, all at
+ * once, and it prints acquisitions per second, the p50 and p99 time from
+ * starting visdev to its exit, and the number of overlaps: jobs that found
+ * their GPU already in use (must be 0).
+ *
+ * The job is this program again, in job mode: it marks its GPU in use
+ * (mkdir, which fails if another job holds it), stays 200 us, and unmarks.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define OVERHEAD_RUNS 200
+
+static char self[4096], workdir[] = "/tmp/visdev-bench-XXXXXX";
+
+static double now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* Job mode: hold the GPU named by CUDA_VISIBLE_DEVICES for 200 us. */
+static int job(const char *dir)
+{
+	const char *gpu = getenv("CUDA_VISIBLE_DEVICES");
+	char path[4200];
+	struct timespec hold = { 0, 200000 };
+
+	snprintf(path, sizeof(path), "%s/held-%s", dir, gpu ? gpu : "none");
+	if (mkdir(path, 0700) < 0) {
+		char o[4200];
+		int fd;
+
+		snprintf(o, sizeof(o), "%s/overlaps", dir);
+		fd = open(o, O_WRONLY | O_CREAT | O_APPEND, 0600);
+		if (fd >= 0) {
+			(void)!write(fd, "x", 1);
+			close(fd);
+		}
+		return 0;
+	}
+	nanosleep(&hold, NULL);
+	rmdir(path);
+	return 0;
+}
+
+/* Runs argv and waits; returns its exit status or -1. */
+static int run(char *const argv[])
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		if (null >= 0)
+			dup2(null, 2); /* visdev's "waiting" notes */
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) < 0)
+		return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* A writable copy of a NULL-terminated argument list, for execv. */
+static char **args_dup(const char *const *a)
+{
+	size_t n = 0;
+	char **c;
+
+	while (a[n])
+		n++;
+	c = calloc(n + 1, sizeof(*c));
+	for (size_t i = 0; c && i < n; i++)
+		c[i] = strdup(a[i]);
+	return c;
+}
+
+static int by_value(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+	char **direct, **leased, **waiting;
+	double a[OVERHEAD_RUNS], b[OVERHEAD_RUNS], *lat, t0, total;
+	int workers = 64, each = 8, njobs, failures = 0;
+	char leases[sizeof(workdir) + 16], overlaps[sizeof(workdir) + 16];
+	struct stat st;
+
+	if (argc == 3 && !strcmp(argv[1], "--job"))
+		return job(argv[2]);
+	if (argc < 3 || argc > 5) {
+		fprintf(stderr, "usage: lease-contention VISDEV FIXTURE [WORKERS [JOBS_EACH]]\n");
+		return 2;
+	}
+	if (argc > 3)
+		workers = atoi(argv[3]);
+	if (argc > 4)
+		each = atoi(argv[4]);
+	if (workers < 1 || each < 1 || !realpath("/proc/self/exe", self) || !mkdtemp(workdir))
+		return 2;
+	snprintf(leases, sizeof(leases), "%s/leases", workdir);
+	setenv("VISDEV_LEASE_DIR", leases, 1);
+	direct = args_dup((const char *const[]){ self, "--job", workdir, NULL });
+	leased = args_dup((const char *const[]){ argv[1], "--fixture", argv[2], "run", "-n", "1",
+						 "--", self, "--job", workdir, NULL });
+	waiting = args_dup((const char *const[]){ argv[1], "--fixture", argv[2], "run", "-n", "1",
+						  "--wait", "--", self, "--job", workdir, NULL });
+	if (!direct || !leased || !waiting)
+		return 1;
+
+	for (int i = 0; i < OVERHEAD_RUNS; i++) {
+		t0 = now_ms();
+		failures += run(direct) != 0;
+		a[i] = now_ms() - t0;
+		t0 = now_ms();
+		failures += run(leased) != 0;
+		b[i] = now_ms() - t0;
+	}
+	qsort(a, OVERHEAD_RUNS, sizeof(*a), by_value);
+	qsort(b, OVERHEAD_RUNS, sizeof(*b), by_value);
+
+	njobs = workers * each;
+	lat = mmap(NULL, (size_t)njobs * sizeof(*lat), PROT_READ | PROT_WRITE,
+		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (lat == MAP_FAILED)
+		return 1;
+	t0 = now_ms();
+	for (int w = 0; w < workers; w++) {
+		if (fork() == 0) {
+			for (int j = 0; j < each; j++) {
+				double s = now_ms();
+
+				lat[w * each + j] = run(waiting) == 0 ? now_ms() - s : -1;
+			}
+			_exit(0);
+		}
+	}
+	while (wait(NULL) > 0 || errno == EINTR)
+		;
+	total = now_ms() - t0;
+	for (int i = 0; i < njobs; i++)
+		failures += lat[i] < 0;
+	qsort(lat, (size_t)njobs, sizeof(*lat), by_value);
+	snprintf(overlaps, sizeof(overlaps), "%s/overlaps", workdir);
+
+	printf("lease-contention: %s, job = mark the GPU, hold 200 us, unmark\n", argv[2]);
+	printf("  overhead, one at a time, %d runs each (medians):\n", OVERHEAD_RUNS);
+	printf("    job alone                      %.3f ms\n", a[OVERHEAD_RUNS / 2]);
+	printf("    visdev run -n 1 -- job         %.3f ms\n", b[OVERHEAD_RUNS / 2]);
+	printf("    overhead per job               %.3f ms (goal: under 2 ms)\n",
+	       b[OVERHEAD_RUNS / 2] - a[OVERHEAD_RUNS / 2]);
+	printf("  contention: %d workers x %d jobs = %d runs with --wait, all at once:\n", workers,
+	       each, njobs);
+	printf("    acquisitions per second        %.0f\n", njobs / (total / 1e3));
+	printf("    time to run, p50               %.2f ms\n", lat[njobs / 2]);
+	printf("    time to run, p99               %.2f ms\n", lat[(njobs * 99) / 100]);
+	printf("    overlaps                       %lld (must be 0)\n",
+	       stat(overlaps, &st) == 0 ? (long long)st.st_size : 0LL);
+	printf("    failed runs                    %d\n", failures);
+	return failures || stat(overlaps, &st) == 0;
+}

@@ -1,0 +1,121 @@
+/*
+ * cmd_leases.c - `visdev leases`: who holds which GPU now.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+
+static const char usage[] =
+	"usage: visdev leases [--json] [--demo | --fixture FILE | --nvml-lib PATH]\n"
+	"\n"
+	"Lists the live leases in the lease directory (VISDEV_LEASE_DIR, default\n" VD_LEASE_DIR_DEFAULT
+	"): the device, who holds it, the job's pid and command, since when, and\n"
+	"whether exclusively or as a share of its memory.\n"
+	"\n" CLI_GLOBAL_USAGE;
+
+/* "GPU 2", "GPU 4 MIG 1g.10gb", or the UUID when the device is not in the snapshot. */
+static void device_label(char *buf, size_t n, const struct vd_system *sys, const char *uuid,
+			 int *index)
+{
+	*index = -1;
+	for (size_t i = 0; sys && i < sys->ngpus; i++) {
+		const struct vd_gpu *g = &sys->gpus[i];
+
+		if (!strcmp(g->uuid, uuid)) {
+			*index = (int)i;
+			snprintf(buf, n, "GPU %zu", i);
+			return;
+		}
+		for (size_t m = 0; m < g->nmig; m++) {
+			if (!strcmp(g->mig[m].uuid, uuid)) {
+				*index = (int)i;
+				snprintf(buf, n, "GPU %zu MIG %s", i, g->mig[m].profile);
+				return;
+			}
+		}
+	}
+	snprintf(buf, n, "%s", uuid);
+}
+
+int cmd_leases(int argc, char **argv)
+{
+	static const struct option options[] = { CLI_GLOBAL_OPTIONS };
+	struct cli_globals g = { 0 };
+	struct vd_backend_options bopts;
+	struct vd_backend *b = NULL;
+	struct vd_system *sys = NULL;
+	struct vd_leases *leases = NULL;
+	int opt, err, rc = EXIT_OK;
+
+	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1)
+		if (!cli_global_option(&g, opt, optarg))
+			return cli_usage_error(usage);
+	if (g.help) {
+		fputs(usage, stdout);
+		return EXIT_OK;
+	}
+	if (optind < argc) {
+		cli_error("leases takes no arguments ('%s' given)", argv[optind]);
+		return cli_usage_error(usage);
+	}
+	/* GPU indices are a nicety here: without a backend, devices are shown by UUID */
+	bopts = g.backend;
+	bopts.use_env = 1;
+	if (vd_backend_open(&b, &bopts) == 0)
+		vd_backend_snapshot(&sys, b);
+	vd_backend_free(b);
+	err = vd_leases_read(&leases, vd_lease_dir(), sys);
+	if (err) {
+		rc = cli_library_error(err);
+		goto out;
+	}
+	if (g.json) {
+		json_t *a = json_array();
+
+		for (size_t i = 0; i < leases->n; i++) {
+			const struct vd_lease_holder *h = &leases->holders[i];
+			char label[VD_UUID_MAX + 32], since[32];
+			int index;
+
+			device_label(label, sizeof(label), sys, h->uuid, &index);
+			cli_format_time(since, sizeof(since), h->since);
+			json_array_append_new(
+				a, json_pack("{s:s, s:o, s:s, s:I, s:s, s:s, s:s, s:o}", "uuid",
+					     h->uuid, "index", index < 0 ? json_null() : json_integer(index),
+					     "user", h->user, "pid", (json_int_t)h->pid, "command",
+					     h->command, "since", since, "mode",
+					     h->mode == VD_LEASE_SHARED ? "shared" : "exclusive",
+					     "mem_mib",
+					     h->mode == VD_LEASE_SHARED ? json_integer((json_int_t)h->mem_mib)
+									: json_null()));
+		}
+		rc = cli_print_json(json_pack("{s:s, s:o}", "lease_dir", vd_lease_dir(), "leases", a));
+		goto out;
+	}
+	if (!leases->n) {
+		printf("no leases in %s\n", vd_lease_dir());
+		goto out;
+	}
+	printf("%-20s  %-10s  %7s  %-19s  %-15s  %s\n", "DEVICE", "USER", "PID", "SINCE", "MODE",
+	       "COMMAND");
+	for (size_t i = 0; i < leases->n; i++) {
+		const struct vd_lease_holder *h = &leases->holders[i];
+		char label[VD_UUID_MAX + 32], since[32], mode[32];
+		int index;
+
+		device_label(label, sizeof(label), sys, h->uuid, &index);
+		cli_format_time(since, sizeof(since), h->since);
+		if (h->mode == VD_LEASE_SHARED)
+			snprintf(mode, sizeof(mode), "shared %.1f GiB", h->mem_mib / 1024.0);
+		else
+			snprintf(mode, sizeof(mode), "exclusive");
+		printf("%-20s  %-10s  %7d  %-19s  %-15s  %s\n", label, h->user, (int)h->pid, since,
+		       mode, h->command);
+	}
+out:
+	vd_leases_free(leases);
+	vd_system_free(sys);
+	return rc;
+}

@@ -1,0 +1,154 @@
+/*
+ * cmd_pick.c - `visdev pick`: chooses GPUs by policy and prints the value
+ * of CUDA_VISIBLE_DEVICES for them. It reserves nothing: `visdev run` does.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+
+static const char usage[] =
+	"usage: visdev pick [-n N] [selection options] [--shell sh|fish] [--json]\n"
+	"\n"
+	"Chooses GPUs that are free (no lease, no process) and fit the options, and\n"
+	"prints the variables for them, to eval:  eval \"$(visdev pick -n 2)\"\n"
+	"pick reserves nothing: another job may take the same GPUs a moment later.\n"
+	"To hold them for a job, use 'visdev run'.\n"
+	"\n" CLI_SELECT_USAGE "  --shell SHELL      sh (default, also bash and zsh) or fish\n" CLI_GLOBAL_USAGE;
+
+/* Whether a value can go unquoted into a shell line. */
+static int shell_safe(const char *v)
+{
+	return *v && strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789,-_./") ==
+			     strlen(v);
+}
+
+static void print_shell(int fish, const char *value)
+{
+	const char *q = shell_safe(value) ? "" : "'";
+
+	if (fish) {
+		printf("set -gx CUDA_VISIBLE_DEVICES %s%s%s;\n", q, value, q);
+		printf("set -gx CUDA_DEVICE_ORDER PCI_BUS_ID;\n");
+	} else {
+		printf("export CUDA_VISIBLE_DEVICES=%s%s%s\n", q, value, q);
+		printf("export CUDA_DEVICE_ORDER=PCI_BUS_ID\n");
+	}
+}
+
+static int print_json(const struct vd_system *sys, const struct vd_choice *choice,
+		      const char *value)
+{
+	json_t *devs = json_array(), *reasons = json_array(), *env = json_null();
+
+	for (size_t i = 0; value && i < choice->ndevices; i++) {
+		const struct vd_gpu *g = &sys->gpus[choice->devices[i].gpu];
+		json_t *d = cli_json_device(sys, choice->devices[i]);
+
+		json_object_set_new(d, "memory_free_mib",
+				    cli_json_known_int(g->fields & VD_GPU_MEMORY,
+						       vd_gpu_memory_free_mib(g)));
+		json_array_append_new(devs, d);
+	}
+	for (size_t i = 0; choice && i < choice->nreasons; i++)
+		json_array_append_new(reasons, json_string(choice->reasons[i]));
+	if (value)
+		env = json_pack("{s:s, s:s}", "CUDA_VISIBLE_DEVICES", value, "CUDA_DEVICE_ORDER",
+				"PCI_BUS_ID");
+	return cli_print_json(
+		json_pack("{s:o, s:o, s:o}", "devices", devs, "env", env, "reasons", reasons));
+}
+
+int cmd_pick(int argc, char **argv)
+{
+	enum { OPT_SHELL = 256 };
+	static const struct option options[] = { { "shell", required_argument, NULL, OPT_SHELL },
+						 CLI_SELECT_OPTIONS, CLI_GLOBAL_OPTIONS };
+	struct cli_globals g = { 0 };
+	struct cli_select sel;
+	struct vd_system *sys = NULL;
+	struct vd_resolution *parent = NULL;
+	struct vd_leases *leases = NULL;
+	struct vd_choice *choice = NULL;
+	char *value = NULL;
+	int opt, rc = -1, fish = 0, err;
+
+	cli_select_init(&sel);
+	while (rc < 0 && (opt = getopt_long(argc, argv, "hn:", options, NULL)) != -1) {
+		int r = cli_select_option(&sel, opt, optarg);
+
+		if (r < 0)
+			rc = EXIT_USAGE;
+		else if (r == 0 && opt == OPT_SHELL) {
+			fish = !strcmp(optarg, "fish");
+			if (!fish && strcmp(optarg, "sh") && strcmp(optarg, "bash") &&
+			    strcmp(optarg, "zsh")) {
+				cli_error("--shell takes sh, bash, zsh or fish, not '%s'", optarg);
+				rc = EXIT_USAGE;
+			}
+		} else if (r == 0 && !cli_global_option(&g, opt, optarg))
+			rc = cli_usage_error(usage);
+	}
+	if (rc >= 0)
+		goto out;
+	if (g.help) {
+		fputs(usage, stdout);
+		rc = EXIT_OK;
+		goto out;
+	}
+	if (optind < argc) {
+		cli_error("pick takes no arguments ('%s' given); to run a command, use 'visdev run'",
+			  argv[optind]);
+		rc = cli_usage_error(usage);
+		goto out;
+	}
+	rc = cli_snapshot(&sys, &g);
+	if (rc)
+		goto out;
+	rc = cli_resolve_env(&parent, sys);
+	if (rc)
+		goto out;
+	err = vd_leases_read(&leases, vd_lease_dir(), sys);
+	if (err) {
+		rc = cli_library_error(err);
+		goto out;
+	}
+	err = vd_select(&choice, sys, leases, parent, &sel.opts);
+	if (err == VD_ENOFIT) {
+		if (!sel.or_cpu) {
+			rc = EXIT_NONE;
+			if (g.json)
+				print_json(sys, choice, NULL);
+			cli_error("%s", vd_error_last());
+			cli_print_reasons(choice);
+			goto out;
+		}
+		cli_error("%s; falling back to the CPU (--or-cpu): CUDA_VISIBLE_DEVICES is empty",
+			  vd_error_last());
+		cli_print_reasons(choice);
+		value = strdup("");
+		choice->ndevices = 0;
+	} else if (err) {
+		rc = cli_library_error(err);
+		goto out;
+	} else {
+		rc = cli_child_value(&value, sys, parent, choice->devices, choice->ndevices,
+				     sel.format);
+		if (rc)
+			goto out;
+	}
+	if (g.json)
+		rc = print_json(sys, choice, value);
+	else
+		print_shell(fish, value);
+out:
+	free(value);
+	vd_choice_free(choice);
+	vd_leases_free(leases);
+	vd_resolution_free(parent);
+	vd_system_free(sys);
+	cli_select_release(&sel);
+	return rc < 0 ? EXIT_OK : rc;
+}

@@ -1,0 +1,358 @@
+/*
+ * cmd_run.c - `visdev run`: choose GPUs, lease them, and run a command on
+ * them. The lease lasts as long as the command and its children do.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "commands.h"
+
+extern char **environ;
+
+static const char usage[] =
+	"usage: visdev run [-n N] [selection options] [--wait[=SECONDS]] [--mem SIZE] [--] CMD "
+	"[ARGS...]\n"
+	"\n"
+	"Chooses GPUs that fit, leases them so that no other visdev job can take them,\n"
+	"and runs CMD with CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER=PCI_BUS_ID and\n"
+	"VISDEV_LEASE set. The lease lasts as long as CMD and its children, even if\n"
+	"visdev itself is killed. The exit status is CMD's (126/127 when it cannot be\n"
+	"run, 128+N when it died of signal N); 3 when no GPU fits.\n"
+	"\n" CLI_SELECT_USAGE
+	"  --wait[=SECONDS]   wait (for ever, or SECONDS) until GPUs fit, instead of exit 3\n"
+	"\nLeases live in VISDEV_LEASE_DIR (default " VD_LEASE_DIR_DEFAULT ").\n" CLI_GLOBAL_USAGE;
+
+/* The job's process group, for the signal handler; 0 while there is none. */
+static volatile sig_atomic_t job_pgid;
+static volatile sig_atomic_t got_signal;
+
+/* Passes a signal on to every process of the job. */
+static void forward(int sig)
+{
+	got_signal = sig;
+	if (job_pgid > 0)
+		kill(-(pid_t)job_pgid, sig);
+}
+
+static void handle_signals(void)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = forward;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+
+/* The program CMD names: itself when it has a '/', else found on PATH. NULL when not found. */
+static char *find_program(const char *cmd)
+{
+	const char *path = getenv("PATH");
+	char *copy, *save = NULL, *found = NULL;
+
+	if (strchr(cmd, '/'))
+		return strdup(cmd);
+	copy = strdup(path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
+	for (char *dir = copy ? strtok_r(copy, ":", &save) : NULL; dir && !found;
+	     dir = strtok_r(NULL, ":", &save)) {
+		struct stat st;
+		char *p;
+
+		if (asprintf(&p, "%s/%s", *dir ? dir : ".", cmd) < 0)
+			break;
+		if (stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0)
+			found = p;
+		else
+			free(p);
+	}
+	free(copy);
+	return found;
+}
+
+/* The command line, for the lease record. */
+static char *join_args(char **argv)
+{
+	size_t len = 1;
+	char *s;
+
+	for (char **a = argv; *a; a++)
+		len += strlen(*a) + 1;
+	s = calloc(1, len);
+	for (char **a = argv; s && *a; a++) {
+		if (a != argv)
+			strcat(s, " ");
+		strcat(s, *a);
+	}
+	return s;
+}
+
+/* Gives the terminal's foreground to process group pgid, when we have the terminal. */
+static void give_terminal(pid_t pgid)
+{
+	struct sigaction ign, old;
+
+	memset(&ign, 0, sizeof(ign));
+	ign.sa_handler = SIG_IGN;
+	sigaction(SIGTTOU, &ign, &old);
+	tcsetpgrp(STDIN_FILENO, pgid);
+	sigaction(SIGTTOU, &old, NULL);
+}
+
+/*
+ * Starts the job in a process group of its own, holding the lease, and
+ * waits for it. Returns its exit status the way a shell reports it.
+ */
+static int run_job(struct vd_lease *lease, const char *program, char **argv)
+{
+	int fds[2], status, child_errno = 0, own_tty;
+	pid_t pid;
+	ssize_t n;
+
+	own_tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		cli_error("cannot start '%s': %s", argv[0], strerror(errno));
+		return EXIT_FAIL;
+	}
+	pid = fork();
+	if (pid < 0) {
+		cli_error("cannot start '%s': %s", argv[0], strerror(errno));
+		return EXIT_FAIL;
+	}
+	if (pid == 0) {
+		/* the child: async-signal-safe calls only */
+		int e;
+
+		close(fds[0]);
+		setpgid(0, 0);
+		if (own_tty)
+			give_terminal(getpid());
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGHUP, SIG_DFL);
+		if (vd_lease_inherit(lease) == 0)
+			execve(program, argv, environ);
+		e = errno;
+		(void)!write(fds[1], &e, sizeof(e));
+		_exit(e == ENOENT ? 127 : 126);
+	}
+	close(fds[1]);
+	setpgid(pid, pid);
+	job_pgid = pid;
+	if (own_tty)
+		give_terminal(pid);
+	vd_lease_set_job(lease, pid, pid);
+	do
+		n = read(fds[0], &child_errno, sizeof(child_errno));
+	while (n < 0 && errno == EINTR);
+	close(fds[0]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	job_pgid = 0;
+	if (own_tty)
+		give_terminal(getpgrp());
+	if (n == (ssize_t)sizeof(child_errno)) {
+		cli_error("cannot run '%s': %s", argv[0], strerror(child_errno));
+		return child_errno == ENOENT ? 127 : 126;
+	}
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return WEXITSTATUS(status);
+}
+
+/* Parses --wait's SECONDS; -1 for ever. Returns -2 (after saying why) when malformed. */
+static double parse_wait(const char *arg)
+{
+	char *end;
+	double v;
+
+	if (!arg)
+		return -1;
+	v = strtod(arg, &end);
+	if (end == arg || *end || !(v >= 0) || v > 1e7) {
+		cli_error("--wait takes a number of seconds, not '%s'", arg);
+		return -2;
+	}
+	return v;
+}
+
+static double now_seconds(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/*
+ * Leases GPUs, waiting for them if asked. Returns an exit code; on success
+ * *lease and *sys are set.
+ */
+static int lease_gpus(struct vd_lease **lease, struct vd_system **sys, const struct cli_globals *g,
+		      const struct cli_select *sel, const char *dir, double wait, const char *cmdline)
+{
+	struct vd_lease_watch *watch = NULL;
+	struct vd_resolution *parent = NULL;
+	struct vd_choice *choice = NULL;
+	double deadline = wait >= 0 ? now_seconds() + wait : 0;
+	int rc, err, said = 0;
+
+	if (wait != -3) {
+		err = vd_lease_watch_new(&watch, dir);
+		if (err)
+			return cli_library_error(err);
+	}
+	for (;;) {
+		rc = cli_snapshot(sys, g);
+		if (!rc)
+			rc = cli_resolve_env(&parent, *sys);
+		if (rc)
+			break;
+		err = vd_lease_acquire(lease, &choice, dir, *sys, parent, &sel->opts, cmdline);
+		vd_resolution_free(parent);
+		parent = NULL;
+		if (!err)
+			break;
+		if (err != VD_ENOFIT) {
+			rc = cli_library_error(err);
+			break;
+		}
+		if (!watch || (wait >= 0 && now_seconds() >= deadline)) {
+			cli_error("%s%s", vd_error_last(), watch ? " (waited long enough)" : "");
+			cli_print_reasons(choice);
+			if (!watch)
+				fprintf(stderr, "visdev: to wait until GPUs fit, use --wait\n");
+			rc = EXIT_NONE;
+			break;
+		}
+		if (!said++) {
+			cli_error("waiting: %s", vd_error_last());
+			cli_print_reasons(choice);
+		}
+		vd_choice_free(choice);
+		choice = NULL;
+		vd_system_free(*sys);
+		*sys = NULL;
+		/* a lease that ends wakes us at once; NVML's view is read again each second */
+		err = vd_lease_watch_wait(watch, 1000);
+		if (err == VD_EINTR || got_signal) {
+			rc = 128 + (got_signal ? got_signal : SIGINT);
+			break;
+		}
+		if (err < 0) {
+			rc = cli_library_error(err);
+			break;
+		}
+	}
+	vd_choice_free(choice);
+	vd_lease_watch_free(watch);
+	if (rc) {
+		vd_system_free(*sys);
+		*sys = NULL;
+	}
+	return rc;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	enum { OPT_WAIT = 256 };
+	static const struct option options[] = {
+		{ "wait", optional_argument, NULL, OPT_WAIT },
+		CLI_SELECT_OPTIONS,
+		CLI_GLOBAL_OPTIONS
+	};
+	struct cli_globals g = { 0 };
+	struct cli_select sel;
+	struct vd_system *sys = NULL;
+	struct vd_lease *lease = NULL;
+	struct vd_resolution *parent = NULL;
+	const struct vd_device_ref *devs;
+	char *value = NULL, *program = NULL, *cmdline = NULL;
+	const char *dir = vd_lease_dir();
+	double wait = -3; /* -3: do not wait; -1: for ever */
+	size_t ndevs;
+	int opt, rc = -1;
+
+	cli_select_init(&sel);
+	while (rc < 0 && (opt = getopt_long(argc, argv, "+hn:", options, NULL)) != -1) {
+		int r = cli_select_option(&sel, opt, optarg);
+
+		if (r < 0)
+			rc = EXIT_USAGE;
+		else if (r == 0 && opt == OPT_WAIT) {
+			wait = parse_wait(optarg);
+			if (wait == -2)
+				rc = EXIT_USAGE;
+		} else if (r == 0 && !cli_global_option(&g, opt, optarg))
+			rc = cli_usage_error(usage);
+	}
+	if (rc >= 0)
+		goto out;
+	if (g.help) {
+		fputs(usage, stdout);
+		rc = EXIT_OK;
+		goto out;
+	}
+	if (optind == argc) {
+		cli_error("run needs a command: visdev run [options] -- CMD [ARGS...]");
+		rc = cli_usage_error(usage);
+		goto out;
+	}
+	program = find_program(argv[optind]);
+	if (!program) {
+		cli_error("cannot run '%s': command not found", argv[optind]);
+		rc = 127;
+		goto out;
+	}
+	cmdline = join_args(argv + optind);
+	handle_signals();
+	rc = lease_gpus(&lease, &sys, &g, &sel, dir, wait, cmdline);
+	if (rc == EXIT_NONE && sel.or_cpu) {
+		cli_error("no GPU fits; running on the CPU (--or-cpu): CUDA_VISIBLE_DEVICES is empty");
+		value = strdup("");
+	} else if (rc) {
+		goto out;
+	} else {
+		devs = vd_lease_devices(lease, &ndevs);
+		rc = cli_resolve_env(&parent, sys);
+		if (!rc)
+			rc = cli_child_value(&value, sys, parent, devs, ndevs, sel.format);
+		if (rc)
+			goto out;
+	}
+	if (!value || setenv("CUDA_VISIBLE_DEVICES", value, 1) ||
+	    setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1) ||
+	    (lease && setenv("VISDEV_LEASE", vd_lease_record(lease), 1))) {
+		cli_error("out of memory");
+		rc = EXIT_FAIL;
+		goto out;
+	}
+	if (!lease)
+		unsetenv("VISDEV_LEASE");
+	if (lease)
+		rc = run_job(lease, program, argv + optind);
+	else {
+		execv(program, argv + optind);
+		cli_error("cannot run '%s': %s", argv[optind], strerror(errno));
+		rc = errno == ENOENT ? 127 : 126;
+	}
+out:
+	vd_lease_free(lease);
+	vd_resolution_free(parent);
+	vd_system_free(sys);
+	free(value);
+	free(program);
+	free(cmdline);
+	cli_select_release(&sel);
+	return rc < 0 ? EXIT_OK : rc;
+}

@@ -1,0 +1,701 @@
+/*
+ * lease.c - leases: no two jobs on one GPU by accident, with no daemon.
+ *
+ * The lease directory holds one lock file per device (named by UUID,
+ * created once, never deleted), an allocation lock, and one holder record
+ * per lease. An exclusive lease is flock(LOCK_EX) on the device's lock
+ * file, a shared one LOCK_SH; the holder keeps the record flock'ed too, so
+ * a record is live exactly while its lease is. Choosing and locking happen
+ * under the allocation lock. Locks live in open file descriptions, which a
+ * job inherits: the lease lasts as long as any process of the job does.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "internal.h"
+
+#define ALLOC_LOCK ".alloc.lock"
+#define RECORD_PREFIX "lease."
+#define RECORD_SUFFIX ".json"
+#define MAX_TRIES 8
+
+struct vd_lease {
+	struct vd_device_ref *devices;
+	size_t ndevices;
+	int *lock_fds;
+	int record_fd;
+	int dir_fd;
+	char *dir;
+	char *record_name;
+	char *record_path;
+	json_t *record;
+};
+
+struct vd_lease_watch {
+	int fd;
+};
+
+const char *vd_lease_dir(void)
+{
+	const char *d = getenv("VISDEV_LEASE_DIR");
+
+	return d && *d ? d : VD_LEASE_DIR_DEFAULT;
+}
+
+/* flock that retries when a signal interrupts it. */
+static int flock_retry(int fd, int op)
+{
+	int r;
+
+	do
+		r = flock(fd, op);
+	while (r < 0 && errno == EINTR);
+	return r;
+}
+
+/* Refuses a directory others could tamper with: writable by them without the sticky bit. */
+static int check_dir(int fd, const char *dir)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return error_set(VD_EIO, "cannot stat lease directory '%s': %s", dir,
+				 strerror(errno));
+	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+		return error_set(VD_EPERM,
+				 "lease directory '%s' is writable by others without the sticky "
+				 "bit, so anyone could replace its lock files; fix it with "
+				 "'chmod +t %s'",
+				 dir, dir);
+	return 0;
+}
+
+/* Opens (creating it, shared by all users, if missing) and checks the lease directory. */
+static int dir_open(int *out, const char *dir)
+{
+	int fd, err;
+
+	*out = -1;
+	if (mkdir(dir, 01777) == 0)
+		chmod(dir, 01777); /* not narrowed by the umask: every user shares it */
+	else if (errno != EEXIST)
+		return error_set(errno == EACCES ? VD_EPERM : VD_EIO,
+				 "cannot create lease directory '%s': %s", dir, strerror(errno));
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ELOOP || errno == ENOTDIR)
+			return error_set(VD_EPERM,
+					 "lease directory '%s' is a symbolic link or not a directory: "
+					 "refusing it",
+					 dir);
+		return error_set(VD_EIO, "cannot open lease directory '%s': %s", dir,
+				 strerror(errno));
+	}
+	err = check_dir(fd, dir);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	*out = fd;
+	return 0;
+}
+
+/* Opens a lock file in the directory, never through a link. */
+static int lock_open(int *out, int dfd, const char *dir, const char *name)
+{
+	struct stat st;
+	int fd;
+
+	*out = -1;
+	fd = openat(dfd, name, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		if (errno == ELOOP)
+			return error_set(VD_EPERM,
+					 "lock file '%s/%s' is a symbolic link: refusing it; remove it",
+					 dir, name);
+		return error_set(errno == EACCES ? VD_EPERM : VD_EIO,
+				 "cannot open lock file '%s/%s': %s", dir, name, strerror(errno));
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return error_set(VD_EPERM, "lock file '%s/%s' is not a regular file: refusing it",
+				 dir, name);
+	}
+	if (st.st_uid == geteuid() && (st.st_mode & 0444) != 0444)
+		fchmod(fd, 0644); /* flock needs only read access: let every user open it */
+	*out = fd;
+	return 0;
+}
+
+/* Takes the allocation lock, under which devices are chosen and locked and records made. */
+static int alloc_lock(int *out, int dfd, const char *dir)
+{
+	int err = lock_open(out, dfd, dir, ALLOC_LOCK);
+
+	if (err)
+		return err;
+	if (flock_retry(*out, LOCK_EX) < 0) {
+		err = error_set(VD_EIO, "cannot take the allocation lock in '%s': %s", dir,
+				strerror(errno));
+		close(*out);
+		*out = -1;
+	}
+	return err;
+}
+
+/* The lock file's name for a device UUID ('/' of old MIG names made harmless). */
+static void lock_name(char *out, size_t n, const char *uuid)
+{
+	snprintf(out, n, "%s.lock", uuid);
+	for (char *p = out; *p; p++)
+		if (*p == '/')
+			*p = '_';
+}
+
+static const char *device_uuid(const struct vd_system *sys, struct vd_device_ref d)
+{
+	const struct vd_gpu *g = &sys->gpus[d.gpu];
+
+	return d.mig >= 0 ? g->mig[d.mig].uuid : g->uuid;
+}
+
+/* A string member of a record, or def when missing. */
+static const char *record_string(json_t *rec, const char *key, const char *def)
+{
+	const char *v = json_string_value(json_object_get(rec, key));
+
+	return v ? v : def;
+}
+
+/* Adds one holder per UUID of a parsed record to the list. */
+static int holders_from_record(struct vd_leases *l, json_t *rec)
+{
+	json_t *uuids = json_object_get(rec, "uuids"), *u;
+	const char *mode = json_string_value(json_object_get(rec, "mode"));
+	size_t i;
+
+	if (!json_is_array(uuids) || !mode)
+		return 0; /* not (yet) a whole record: nothing to count */
+	json_array_foreach(uuids, i, u)
+	{
+		struct vd_lease_holder *grown, *h;
+
+		if (!json_is_string(u))
+			continue;
+		grown = realloc(l->holders, (l->n + 1) * sizeof(*grown));
+		if (!grown)
+			return error_set(VD_ENOMEM, "out of memory");
+		l->holders = grown;
+		h = &l->holders[l->n++];
+		memset(h, 0, sizeof(*h));
+		str_copy(h->uuid, json_string_value(u), sizeof(h->uuid));
+		h->mode = strcmp(mode, "shared") ? VD_LEASE_EXCLUSIVE : VD_LEASE_SHARED;
+		h->mem_mib = (uint64_t)json_integer_value(json_object_get(rec, "mem_mib"));
+		h->mem_unused_mib = h->mem_mib;
+		h->uid = (uint32_t)json_integer_value(json_object_get(rec, "uid"));
+		str_copy(h->user, record_string(rec, "user", "?"),
+			 sizeof(h->user));
+		h->pid = (int32_t)json_integer_value(json_object_get(rec, "pid"));
+		h->pgid = (int32_t)json_integer_value(json_object_get(rec, "pgid"));
+		str_copy(h->command, record_string(rec, "command", ""),
+			 sizeof(h->command));
+		h->since = (int64_t)json_integer_value(json_object_get(rec, "since"));
+	}
+	return 0;
+}
+
+/*
+ * Reads a record: the last complete line of its file. A holder only ever
+ * appends a whole line, and a reader never sees past what was written, so
+ * the last line that ends in a newline is a whole record.
+ */
+static json_t *record_load(int fd)
+{
+	char buf[16384];
+	size_t len = 0;
+	ssize_t n;
+	char *end, *start;
+
+	while (len < sizeof(buf) && (n = pread(fd, buf + len, sizeof(buf) - len, (off_t)len)) > 0)
+		len += (size_t)n;
+	end = len ? memrchr(buf, '\n', len) : NULL;
+	if (!end)
+		return NULL;
+	start = end;
+	while (start > buf && start[-1] != '\n')
+		start--;
+	return json_loadb(start, (size_t)(end - start), 0, NULL);
+}
+
+/* Whether a record's name is one of ours: lease.*.json */
+static int is_record(const char *name)
+{
+	size_t len = strlen(name), pl = strlen(RECORD_PREFIX), sl = strlen(RECORD_SUFFIX);
+
+	return len > pl + sl && !strncmp(name, RECORD_PREFIX, pl) &&
+	       !strcmp(name + len - sl, RECORD_SUFFIX);
+}
+
+/*
+ * Reads the live records of the directory. A record whose lock nobody
+ * holds is stale: removed when tidy is set (under the allocation lock).
+ */
+static int records_read(struct vd_leases *l, int dfd, int tidy)
+{
+	int scan = dup(dfd), err = 0;
+	DIR *d;
+	struct dirent *e;
+
+	if (scan < 0 || !(d = fdopendir(scan))) {
+		if (scan >= 0)
+			close(scan);
+		return error_set(VD_EIO, "cannot read lease directory: %s", strerror(errno));
+	}
+	rewinddir(d);
+	while (!err && (e = readdir(d))) {
+		json_t *rec;
+		int fd;
+
+		if (!is_record(e->d_name))
+			continue;
+		fd = openat(dfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+			/* nobody holds it: the lease ended */
+			if (tidy)
+				unlinkat(dfd, e->d_name, 0);
+			close(fd);
+			continue;
+		}
+		rec = record_load(fd);
+		close(fd);
+		if (rec)
+			err = holders_from_record(l, rec);
+		json_decref(rec);
+	}
+	closedir(d);
+	return err;
+}
+
+/* How much of each shared reservation its job has not allocated yet, by NVML's process list. */
+static void count_unused(struct vd_leases *l, const struct vd_system *sys)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		struct vd_lease_holder *h = &l->holders[i];
+		uint64_t used = 0;
+
+		if (h->mode != VD_LEASE_SHARED)
+			continue;
+		for (size_t g = 0; g < sys->ngpus; g++) {
+			const struct vd_gpu *gpu = &sys->gpus[g];
+
+			if (strcmp(gpu->uuid, h->uuid))
+				continue;
+			for (size_t p = 0; p < gpu->nprocesses; p++) {
+				const struct vd_process *pr = &gpu->processes[p];
+				pid_t pg = getpgid((pid_t)pr->pid);
+
+				if (pr->used_known && ((int32_t)pr->pid == h->pid ||
+						       (h->pgid > 0 && pg == h->pgid)))
+					used += pr->used_mib;
+			}
+		}
+		h->mem_unused_mib = used >= h->mem_mib ? 0 : h->mem_mib - used;
+	}
+}
+
+static int leases_read_fd(struct vd_leases **out, int dfd, const struct vd_system *sys, int tidy)
+{
+	struct vd_leases *l = calloc(1, sizeof(*l));
+	int err;
+
+	*out = NULL;
+	if (!l)
+		return error_set(VD_ENOMEM, "out of memory");
+	err = records_read(l, dfd, tidy);
+	if (err) {
+		vd_leases_free(l);
+		return err;
+	}
+	if (sys)
+		count_unused(l, sys);
+	*out = l;
+	return 0;
+}
+
+int vd_leases_read(struct vd_leases **out, const char *dir, const struct vd_system *sys)
+{
+	int dfd, err;
+
+	*out = NULL;
+	err = dir_open(&dfd, dir);
+	if (err)
+		return err;
+	err = leases_read_fd(out, dfd, sys, 0);
+	close(dfd);
+	return err;
+}
+
+void vd_leases_free(struct vd_leases *leases)
+{
+	if (!leases)
+		return;
+	free(leases->holders);
+	free(leases);
+}
+
+/* Counts a device held by a lock without a record (a lease being torn down, say). */
+static int add_unknown_holder(struct vd_leases *l, const char *uuid, int exclusive)
+{
+	struct vd_lease_holder *grown = realloc(l->holders, (l->n + 1) * sizeof(*grown));
+
+	if (!grown)
+		return error_set(VD_ENOMEM, "out of memory");
+	l->holders = grown;
+	memset(&grown[l->n], 0, sizeof(*grown));
+	str_copy(grown[l->n].uuid, uuid, sizeof(grown[l->n].uuid));
+	grown[l->n].mode = exclusive ? VD_LEASE_EXCLUSIVE : VD_LEASE_SHARED;
+	str_copy(grown[l->n].user, "?", sizeof(grown[l->n].user));
+	str_copy(grown[l->n].command, "holder unknown", sizeof(grown[l->n].command));
+	l->n++;
+	return 0;
+}
+
+/* The record's JSON for this lease. */
+static json_t *record_new(const struct vd_system *sys, const struct vd_lease *lease,
+			  const struct vd_select_options *opts, const char *command)
+{
+	struct passwd *pw = getpwuid(geteuid());
+	json_t *uuids = json_array();
+
+	for (size_t i = 0; i < lease->ndevices; i++)
+		json_array_append_new(uuids, json_string(device_uuid(sys, lease->devices[i])));
+	return json_pack("{s:o, s:s, s:I, s:I, s:s, s:I, s:I, s:s, s:I}", "uuids", uuids, "mode",
+			 opts->mem_mib ? "shared" : "exclusive", "mem_mib",
+			 (json_int_t)opts->mem_mib, "uid", (json_int_t)geteuid(), "user",
+			 pw ? pw->pw_name : "?", "pid", (json_int_t)getpid(), "pgid",
+			 (json_int_t)getpgrp(), "command", command ? command : "", "since",
+			 (json_int_t)time(NULL));
+}
+
+/* Appends the record as a new last line of its file: readers take the last whole line. */
+static int record_write(struct vd_lease *lease)
+{
+	char *text = json_dumps(lease->record, JSON_COMPACT);
+	struct stat st;
+	size_t len;
+	int err = 0;
+
+	if (!text)
+		return error_set(VD_ENOMEM, "out of memory");
+	len = strlen(text);
+	text[len++] = '\n'; /* the NUL becomes the newline: written by length */
+	if (fstat(lease->record_fd, &st) < 0 ||
+	    pwrite(lease->record_fd, text, len, st.st_size) != (ssize_t)len)
+		err = error_set(VD_EIO, "cannot write lease record '%s': %s", lease->record_path,
+				strerror(errno));
+	free(text);
+	return err;
+}
+
+/* Creates and locks a new record file with a name no other lease has. */
+static int record_create(struct vd_lease *lease)
+{
+	char name[96];
+
+	for (unsigned seq = 0; seq < 1000; seq++) {
+		int fd;
+
+		snprintf(name, sizeof(name), RECORD_PREFIX "%ld.%u" RECORD_SUFFIX, (long)getpid(),
+			 seq);
+		fd = openat(lease->dir_fd, name,
+			    O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (fd < 0 && errno == EEXIST)
+			continue;
+		if (fd < 0)
+			return error_set(VD_EIO, "cannot create lease record in '%s': %s",
+					 lease->dir, strerror(errno));
+		if (flock_retry(fd, LOCK_EX) < 0) {
+			close(fd);
+			unlinkat(lease->dir_fd, name, 0);
+			return error_set(VD_EIO, "cannot lock lease record: %s", strerror(errno));
+		}
+		lease->record_fd = fd;
+		lease->record_name = strdup(name);
+		if (asprintf(&lease->record_path, "%s/%s", lease->dir, name) < 0)
+			lease->record_path = NULL;
+		if (!lease->record_name || !lease->record_path)
+			return error_set(VD_ENOMEM, "out of memory");
+		return 0;
+	}
+	return error_set(VD_EIO, "cannot find a free lease record name in '%s'", lease->dir);
+}
+
+static struct vd_lease *lease_new(const char *dir, int dfd)
+{
+	struct vd_lease *l = calloc(1, sizeof(*l));
+
+	if (!l)
+		return NULL;
+	l->record_fd = -1;
+	l->dir_fd = dfd;
+	l->dir = strdup(dir);
+	if (!l->dir) {
+		free(l);
+		return NULL;
+	}
+	return l;
+}
+
+/* Lets go of every lock the lease holds (keeping the directory open). */
+static void lease_unlock(struct vd_lease *l)
+{
+	for (size_t i = 0; i < l->ndevices; i++)
+		if (l->lock_fds[i] >= 0)
+			close(l->lock_fds[i]);
+	l->ndevices = 0;
+}
+
+/*
+ * Tries to lock the chosen devices. Returns 0 when all are locked, or 1
+ * (after letting go of those taken) when one was held by someone without
+ * a record, which is then counted in leases.
+ */
+static int lock_choice(struct vd_lease *l, struct vd_leases *leases, const struct vd_system *sys,
+		       const struct vd_choice *choice, int exclusive)
+{
+	int err;
+
+	free(l->devices);
+	free(l->lock_fds);
+	l->devices = calloc(choice->ndevices, sizeof(*l->devices));
+	l->lock_fds = calloc(choice->ndevices, sizeof(*l->lock_fds));
+	if (!l->devices || !l->lock_fds)
+		return error_set(VD_ENOMEM, "out of memory");
+	for (size_t i = 0; i < choice->ndevices; i++) {
+		const char *uuid = device_uuid(sys, choice->devices[i]);
+		char name[VD_UUID_MAX + 8];
+		int fd;
+
+		lock_name(name, sizeof(name), uuid);
+		err = lock_open(&fd, l->dir_fd, l->dir, name);
+		if (err) {
+			lease_unlock(l);
+			return err;
+		}
+		if (flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) < 0) {
+			close(fd);
+			lease_unlock(l);
+			err = add_unknown_holder(leases, uuid, errno == EWOULDBLOCK);
+			return err ? err : 1;
+		}
+		l->devices[l->ndevices] = choice->devices[i];
+		l->lock_fds[l->ndevices++] = fd;
+	}
+	return 0;
+}
+
+int vd_lease_acquire(struct vd_lease **out, struct vd_choice **choice, const char *dir,
+		     const struct vd_system *sys, const struct vd_resolution *parent,
+		     const struct vd_select_options *opts, const char *command)
+{
+	struct vd_leases *leases = NULL;
+	struct vd_lease *l = NULL;
+	int dfd = -1, alloc_fd = -1, err, tries;
+
+	*out = NULL;
+	*choice = NULL;
+	err = dir_open(&dfd, dir);
+	if (err)
+		return err;
+	l = lease_new(dir, dfd);
+	if (!l) {
+		close(dfd);
+		return error_set(VD_ENOMEM, "out of memory");
+	}
+	err = alloc_lock(&alloc_fd, dfd, dir);
+	if (err)
+		goto out;
+	err = leases_read_fd(&leases, dfd, sys, 1);
+	for (tries = 0; !err && tries < MAX_TRIES; tries++) {
+		vd_choice_free(*choice);
+		*choice = NULL;
+		err = vd_select(choice, sys, leases, parent, opts);
+		if (err)
+			break;
+		err = lock_choice(l, leases, sys, *choice, opts->mem_mib == 0);
+		if (err <= 0)
+			break;
+		err = 0;
+	}
+	if (!err && tries == MAX_TRIES)
+		err = error_set(VD_EBUSY, "devices kept changing hands: try again");
+	if (!err) {
+		err = record_create(l);
+		if (!err) {
+			l->record = record_new(sys, l, opts, command);
+			err = l->record ? record_write(l) : error_set(VD_ENOMEM, "out of memory");
+		}
+	}
+out:
+	if (alloc_fd >= 0)
+		close(alloc_fd); /* closing lets go of the allocation lock */
+	vd_leases_free(leases);
+	if (err) {
+		vd_lease_free(l);
+		return err;
+	}
+	*out = l;
+	return 0;
+}
+
+const struct vd_device_ref *vd_lease_devices(const struct vd_lease *lease, size_t *n)
+{
+	*n = lease->ndevices;
+	return lease->devices;
+}
+
+const char *vd_lease_record(const struct vd_lease *lease)
+{
+	return lease->record_path;
+}
+
+int vd_lease_set_job(struct vd_lease *lease, int32_t pid, int32_t pgid)
+{
+	json_object_set_new(lease->record, "pid", json_integer(pid));
+	json_object_set_new(lease->record, "pgid", json_integer(pgid));
+	return record_write(lease);
+}
+
+int vd_lease_inherit(const struct vd_lease *lease)
+{
+	for (size_t i = 0; i < lease->ndevices; i++)
+		if (fcntl(lease->lock_fds[i], F_SETFD, 0) < 0)
+			return -1;
+	return fcntl(lease->record_fd, F_SETFD, 0) < 0 ? -1 : 0;
+}
+
+void vd_lease_free(struct vd_lease *lease)
+{
+	if (!lease)
+		return;
+	lease_unlock(lease);
+	if (lease->record_fd >= 0) {
+		int probe;
+
+		close(lease->record_fd);
+		/* the record goes once no inheriting child still holds the lease */
+		probe = openat(lease->dir_fd, lease->record_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (probe >= 0 && flock(probe, LOCK_EX | LOCK_NB) == 0)
+			unlinkat(lease->dir_fd, lease->record_name, 0);
+		if (probe >= 0)
+			close(probe);
+	}
+	if (lease->dir_fd >= 0)
+		close(lease->dir_fd);
+	json_decref(lease->record);
+	free(lease->devices);
+	free(lease->lock_fds);
+	free(lease->dir);
+	free(lease->record_name);
+	free(lease->record_path);
+	free(lease);
+}
+
+int vd_lease_watch_new(struct vd_lease_watch **out, const char *dir)
+{
+	struct vd_lease_watch *w;
+	int dfd, err;
+
+	*out = NULL;
+	err = dir_open(&dfd, dir);
+	if (err)
+		return err;
+	close(dfd);
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return error_set(VD_ENOMEM, "out of memory");
+	w->fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+	if (w->fd < 0 || inotify_add_watch(w->fd, dir, IN_CLOSE | IN_DELETE) < 0) {
+		err = error_set(VD_EIO, "cannot watch lease directory '%s': %s", dir,
+				strerror(errno));
+		vd_lease_watch_free(w);
+		return err;
+	}
+	*out = w;
+	return 0;
+}
+
+/* Whether an event names a device's lock file: the last holder of a lease let go. */
+static int is_release(const struct inotify_event *ev)
+{
+	size_t len = ev->len ? strlen(ev->name) : 0;
+
+	return len > 5 && ev->name[0] != '.' && !strcmp(ev->name + len - 5, ".lock");
+}
+
+int vd_lease_watch_wait(struct vd_lease_watch *watch, int timeout_ms)
+{
+	struct pollfd p = { .fd = watch->fd, .events = POLLIN };
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	struct timespec start, now;
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		int left = timeout_ms, r;
+		ssize_t n;
+
+		if (timeout_ms >= 0) {
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			left = timeout_ms - (int)((now.tv_sec - start.tv_sec) * 1000 +
+						  (now.tv_nsec - start.tv_nsec) / 1000000);
+			if (left < 0)
+				left = 0;
+		}
+		r = poll(&p, 1, left);
+		if (r < 0)
+			return errno == EINTR ? error_set(VD_EINTR, "interrupted")
+					      : error_set(VD_EIO, "cannot wait: %s", strerror(errno));
+		if (r == 0)
+			return 0;
+		while ((n = read(watch->fd, buf, sizeof(buf))) > 0) {
+			for (char *q = buf; q < buf + n;) {
+				const struct inotify_event *ev = (const struct inotify_event *)q;
+
+				if (is_release(ev))
+					r = 2;
+				q += sizeof(*ev) + ev->len;
+			}
+		}
+		if (r == 2)
+			return 1;
+	}
+}
+
+int vd_lease_watch_fd(const struct vd_lease_watch *watch)
+{
+	return watch->fd;
+}
+
+void vd_lease_watch_free(struct vd_lease_watch *watch)
+{
+	if (!watch)
+		return;
+	if (watch->fd >= 0)
+		close(watch->fd);
+	free(watch);
+}

@@ -1,0 +1,121 @@
+#!/usr/bin/env bats
+# visdev pick: choosing GPUs and writing the value for them.
+
+load helper
+
+@test "pick prints export lines that eval sets, and the value means the GPU chosen" {
+	run "$VISDEV" --fixture "$FIXTURES/four.json" pick
+	assert_status 0
+	[ "${lines[0]}" = "export CUDA_VISIBLE_DEVICES=0" ]
+	[ "${lines[1]}" = "export CUDA_DEVICE_ORDER=PCI_BUS_ID" ]
+	eval "$output"
+	[ "$CUDA_VISIBLE_DEVICES" = 0 ] && [ "$CUDA_DEVICE_ORDER" = PCI_BUS_ID ]
+}
+
+@test "pick skips GPUs with processes visdev did not start" {
+	# on the demo server GPUs 0 and 2 run python; 1 and 3 are free
+	run "$VISDEV" --demo pick -n 2 --json
+	assert_status 0
+	[ "$(jq -c '[.devices[].index] | sort' <<<"$output")" = "[1,3]" ]
+}
+
+@test "pick -n 2 prefers GPUs joined by NVLink" {
+	run "$VISDEV" --fixture "$FIXTURES/four.json" pick -n 2 --exclude 0 --json
+	assert_status 0
+	[ "$(jq -c '[.devices[].index] | sort' <<<"$output")" = "[2,3]" ]
+}
+
+@test "pick --json has devices and env" {
+	run "$VISDEV" --fixture "$FIXTURES/four.json" pick -n 2 --json
+	assert_status 0
+	jq -e '.devices[0] | has("index") and has("uuid") and has("name")' <<<"$output"
+	[ "$(jq -r .env.CUDA_DEVICE_ORDER <<<"$output")" = PCI_BUS_ID ]
+	[ "$(jq -r .env.CUDA_VISIBLE_DEVICES <<<"$output")" = "$(jq -r '[.devices[].index | tostring] | join(",")' <<<"$output")" ]
+}
+
+@test "pick --format uuid and --shell fish" {
+	run "$VISDEV" --fixture "$FIXTURES/four.json" pick --format uuid
+	assert_status 0
+	[ "${lines[0]}" = "export CUDA_VISIBLE_DEVICES=GPU-0a1b2c3d-0000-4000-8000-000000000000" ]
+	run "$VISDEV" --fixture "$FIXTURES/four.json" pick --shell fish
+	[ "${lines[0]}" = "set -gx CUDA_VISIBLE_DEVICES 0;" ]
+	[ "${lines[1]}" = "set -gx CUDA_DEVICE_ORDER PCI_BUS_ID;" ]
+}
+
+@test "when nothing fits, pick exits 3 and says why for each GPU" {
+	run "$VISDEV" --demo pick --min-free 20G
+	assert_status 3
+	assert_output_has "GPU 0: "
+	assert_output_has "GPU 1: 16.0 GiB free, 20.0 GiB asked"
+	assert_output_has "GPU 3: 11.0 GiB free, 20.0 GiB asked"
+	run "$VISDEV" --demo pick --model A100
+	assert_status 3
+	assert_output_has "does not match 'A100'"
+	run --separate-stderr "$VISDEV" --demo pick --min-free 20G --json
+	assert_status 3
+	[ "$(jq '.reasons | length' <<<"$output")" -ge 4 ]
+}
+
+@test "--or-cpu falls back to the CPU: an empty value, a note, exit 0" {
+	run "$VISDEV" --demo pick --min-free 100G --or-cpu
+	assert_status 0
+	assert_output_has "export CUDA_VISIBLE_DEVICES=''"
+	assert_output_has "falling back to the CPU"
+}
+
+@test "a parent's restriction is respected and the value is written as UUIDs" {
+	CUDA_VISIBLE_DEVICES=2,3 CUDA_DEVICE_ORDER=PCI_BUS_ID \
+		run "$VISDEV" --fixture "$FIXTURES/four.json" pick --json
+	assert_status 0
+	idx=$(jq '.devices[0].index' <<<"$output")
+	[ "$idx" = 2 ] || [ "$idx" = 3 ]
+	value=$(jq -r .env.CUDA_VISIBLE_DEVICES <<<"$output")
+	[[ "$value" == GPU-* ]]
+	CUDA_VISIBLE_DEVICES=3 CUDA_DEVICE_ORDER=PCI_BUS_ID \
+		run "$VISDEV" --fixture "$FIXTURES/four.json" pick -n 2
+	assert_status 3
+	assert_output_has "hidden by CUDA_VISIBLE_DEVICES"
+}
+
+@test "every value pick writes resolves, under CUDA's rules, to exactly the GPUs chosen" {
+	for args in "-n 1" "-n 2" "-n 3" "-n 4" "-n 2 --format uuid" "-n 3 --policy least-used" \
+		"-n 2 --exclude 1" "-n 1 --policy pack --mem 10G"; do
+		for parent in unset 0,2,3 1,3; do
+			if [ "$parent" = unset ]; then
+				out=$(env -u CUDA_VISIBLE_DEVICES "$VISDEV" --fixture "$FIXTURES/four.json" pick $args --json) || continue
+			else
+				out=$(CUDA_VISIBLE_DEVICES=$parent CUDA_DEVICE_ORDER=PCI_BUS_ID \
+					"$VISDEV" --fixture "$FIXTURES/four.json" pick $args --json) || continue
+			fi
+			want=$(jq -c '[.devices[].index]' <<<"$out")
+			value=$(jq -r .env.CUDA_VISIBLE_DEVICES <<<"$out")
+			got=$("$VISDEV" --fixture "$FIXTURES/four.json" map --order pci --json -- "$value" |
+				jq -c '[.devices[].index]')
+			[ "$got" = "$want" ] || { echo "$args / $parent: '$value' gives $got, want $want"; return 1; }
+		done
+	done
+}
+
+@test "malformed selection options are usage errors" {
+	run "$VISDEV" --demo pick --min-free 8X
+	assert_status 2
+	assert_output_has "invalid size '8X'"
+	run "$VISDEV" --demo pick -n 0
+	assert_status 2
+	run "$VISDEV" --demo pick --max-util 101
+	assert_status 2
+	run "$VISDEV" --demo pick --policy fastest
+	assert_status 2
+	run "$VISDEV" --demo pick --format hex
+	assert_status 2
+	run "$VISDEV" --demo pick --shell tcsh
+	assert_status 2
+	run "$VISDEV" --demo pick extra
+	assert_status 2
+}
+
+@test "pick --help says that pick reserves nothing" {
+	run "$VISDEV" pick --help
+	assert_status 0
+	assert_output_has "pick reserves nothing"
+}

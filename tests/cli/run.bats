@@ -1,0 +1,223 @@
+#!/usr/bin/env bats
+# visdev run and leases: leased GPUs, exit statuses, signals, waiting, sharing.
+
+load helper
+
+# visdev on a 4-GPU and a 1-GPU server. They exec, so that `one run ... &` makes $!
+# visdev itself; use them only in a subshell: `run`, `$(...)`, a pipe or `&`.
+four() { exec "$VISDEV" --fixture "$FIXTURES/four.json" "$@"; }
+one() { exec "$VISDEV" --fixture "$FIXTURES/one.json" "$@"; }
+
+# Waits (up to 10 s) until the lease directory shows N leases.
+wait_leases() {
+	for _ in $(seq 100); do
+		[ "$(four leases --json | jq '.leases | length')" -eq "$1" ] && return 0
+		sleep 0.1
+	done
+	four leases >&2
+	return 1
+}
+
+@test "run sets the variables for the command and returns its status" {
+	run four run -- sh -c 'echo "$CUDA_VISIBLE_DEVICES $CUDA_DEVICE_ORDER $VISDEV_LEASE"; exit 7'
+	assert_status 7
+	[[ "$output" == "0 PCI_BUS_ID $VISDEV_LEASE_DIR/lease."*".json" ]]
+}
+
+@test "run's status: 127 not found, 126 not executable, 128+N for a signal" {
+	run -127 four run -- no-such-command-here
+	assert_output_has "command not found"
+	touch script && chmod -x script
+	run four run -- ./script
+	assert_status 126
+	run four run -- sh -c 'kill -TERM $$'
+	assert_status 143
+}
+
+@test "while a job runs its GPU is leased: others get another, then none" {
+	one run -- sleep 30 &
+	wait_leases 1
+	run one run -- true
+	assert_status 3
+	assert_output_has "GPU 0: leased by $(id -un) (pid"
+	assert_output_has "sleep 30"
+	assert_output_has "--wait"
+	kill %1
+	wait
+}
+
+@test "leases and list show who holds what" {
+	four run -n 2 -- sleep 30 &
+	wait_leases 2
+	run four leases --json
+	assert_status 0
+	[ "$(jq -r '.leases[0].user' <<<"$output")" = "$(id -un)" ]
+	[ "$(jq -r '.leases[0].command' <<<"$output")" = "sleep 30" ]
+	[ "$(jq -r '.leases[0].mode' <<<"$output")" = exclusive ]
+	pid=$(jq -r '.leases[0].pid' <<<"$output")
+	[ "$(ps -o comm= -p "$pid")" = sleep ]
+	run four list --json
+	[ "$(jq '[.gpus[].leases | length] | add' <<<"$output")" -eq 2 ]
+	run four list
+	assert_output_has "leased by $(id -un) (pid $pid, sleep 30)"
+	run four leases
+	assert_output_has "sleep 30"
+	kill %1
+	wait
+}
+
+@test "a lease outlives kill -9 of visdev and ends with the job" {
+	one run -- sleep 60 &
+	visdev_pid=$!
+	wait_leases 1
+	job=$(four leases --json | jq -r '.leases[0].pid')
+	kill -9 "$visdev_pid"
+	wait "$visdev_pid" || true
+	run one run -- true
+	assert_status 3
+	[ "$(one leases --json | jq '.leases | length')" -eq 1 ]
+	kill "$job"
+	while kill -0 "$job" 2>/dev/null; do sleep 0.05; done
+	run one run -- true
+	assert_status 0
+	[ "$(one leases --json | jq '.leases | length')" -eq 0 ]
+}
+
+@test "SIGTERM to visdev reaches the job's whole process group" {
+	one run -- sh -c 'trap "echo term > got; exit 3" TERM; sleep 100 & echo $! > bg; wait' &
+	visdev_pid=$!
+	wait_leases 1
+	while [ ! -s bg ]; do sleep 0.05; done
+	kill -TERM "$visdev_pid"
+	status=0
+	wait "$visdev_pid" || status=$?
+	[ "$status" -eq 3 ]
+	[ "$(cat got)" = term ]
+	# the background sleep, in the same group, got it too: it is gone (or a zombie)
+	# well before its 100 s
+	bg=$(cat bg)
+	for _ in $(seq 100); do
+		[ "$(awk '{print $3}' "/proc/$bg/stat" 2>/dev/null || echo gone)" != S ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+@test "run --wait waits for a lease to end, says what it waits for, then runs" {
+	one run -- sleep 100 &
+	wait_leases 1
+	job=$(one leases --json | jq -r '.leases[0].pid')
+	one run --wait -- sh -c 'echo ran' >out 2>err &
+	waiter=$!
+	for _ in $(seq 100); do grep -q waiting err && break; sleep 0.1; done
+	grep -q "waiting" err
+	grep -q "GPU 0: leased by" err
+	kill -0 "$waiter"
+	kill "$job"
+	wait "$waiter"
+	[ "$(cat out)" = ran ]
+}
+
+@test "run --wait=SECONDS gives up with exit 3" {
+	one run -- sleep 30 &
+	wait_leases 1
+	run one run --wait=0.3 -- true
+	assert_status 3
+	assert_output_has "waited long enough"
+	kill %1
+	wait
+}
+
+@test "24 runs started at once on 4 GPUs never share a GPU" {
+	mkdir held
+	for i in $(seq 24); do
+		four run --wait -- sh -c 'mkdir held/$CUDA_VISIBLE_DEVICES 2>/dev/null || echo OVERLAP >> overlaps
+			sleep 0.1; rmdir held/$CUDA_VISIBLE_DEVICES; echo $CUDA_VISIBLE_DEVICES >> ran' &
+	done
+	wait
+	[ ! -e overlaps ]
+	[ "$(wc -l < ran)" -eq 24 ]
+	[ "$(sort -u ran | wc -l)" -eq 4 ]
+}
+
+@test "--mem packs jobs on one GPU, counting the memory each declared" {
+	one run --mem 30G -- sleep 30 &
+	wait_leases 1
+	one run --mem 30G -- sleep 30 &
+	wait_leases 2
+	run one leases --json
+	[ "$(jq -c '[.leases[].mode] | unique' <<<"$output")" = '["shared"]' ]
+	[ "$(jq -c '[.leases[].mem_mib] | unique' <<<"$output")" = '[30720]' ]
+	# 79.6 GiB free, 60 GiB promised: 30 GiB more does not fit, 19 GiB does
+	run one run --mem 30G -- true
+	assert_status 3
+	assert_output_has "reserved by leases"
+	run one run --mem 19G -- true
+	assert_status 0
+	# and no exclusive lease while shares live
+	run one run -- true
+	assert_status 3
+	kill %1 %2
+	wait
+}
+
+@test "an exclusive lease keeps shared jobs out" {
+	one run -- sleep 30 &
+	wait_leases 1
+	run one run --mem 1G -- true
+	assert_status 3
+	kill %1
+	wait
+}
+
+@test "--or-cpu runs the command on the CPU when nothing fits" {
+	one run -- sleep 30 &
+	wait_leases 1
+	run one run --or-cpu -- sh -c 'echo "[$CUDA_VISIBLE_DEVICES]"'
+	assert_status 0
+	assert_output_has "[]"
+	assert_output_has "running on the CPU"
+	kill %1
+	wait
+}
+
+@test "a lock file that is a symbolic link is refused" {
+	mkdir -p "$VISDEV_LEASE_DIR"
+	ln -s /etc/passwd "$VISDEV_LEASE_DIR/GPU-9f8e7d6c-5b4a-4938-8271-605f4e3d2c1b.lock"
+	run one run -- true
+	assert_status 1
+	assert_output_has "is a symbolic link: refusing it"
+}
+
+@test "a world-writable lease directory without the sticky bit is refused" {
+	mkdir -p "$VISDEV_LEASE_DIR"
+	chmod 0777 "$VISDEV_LEASE_DIR"
+	run one run -- true
+	assert_status 1
+	assert_output_has "without the sticky bit"
+	assert_output_has "chmod +t"
+	chmod 1777 "$VISDEV_LEASE_DIR"
+	run one run -- true
+	assert_status 0
+}
+
+@test "a lease directory that is a symbolic link is refused" {
+	mkdir real
+	ln -s "$PWD/real" "$VISDEV_LEASE_DIR"
+	run one run -- true
+	assert_status 1
+	assert_output_has "symbolic link"
+}
+
+@test "run's usage errors" {
+	run one run
+	assert_status 2
+	assert_output_has "run needs a command"
+	run one run --wait=soon -- true
+	assert_status 2
+	run one run --mem 0 -- true
+	assert_status 2
+	run one run --help
+	assert_status 0
+	assert_output_has "usage: visdev run"
+}
