@@ -135,7 +135,10 @@ static int print_json(const struct vd_system *sys, const struct vd_resolution *r
 					   : json_null());
 	json_object_set_new(root, "warnings", json_strings(res->warnings, res->nwarnings));
 	if (!a->have_value && !a->unset && vd_env_check(&notes, &nnotes, environ) == 0) {
-		json_array_extend(json_object_get(root, "warnings"), json_strings(notes, nnotes));
+		json_t *found = json_strings(notes, nnotes);
+
+		json_array_extend(json_object_get(root, "warnings"), found);
+		json_decref(found);
 		vd_strings_free(notes, nnotes);
 	}
 	json_object_set_new(root, "nvidia_visible_devices",
