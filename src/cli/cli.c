@@ -341,3 +341,15 @@ void cli_format_time(char *buf, size_t n, int64_t t)
 	if (!localtime_r(&tt, &tm) || !strftime(buf, n, "%Y-%m-%dT%H:%M:%S", &tm))
 		snprintf(buf, n, "%lld", (long long)t);
 }
+
+json_t *cli_json_lease(const struct vd_lease_holder *h)
+{
+	char since[32];
+
+	cli_format_time(since, sizeof(since), h->since);
+	return json_pack("{s:s, s:I, s:s, s:s, s:s, s:o}", "user", h->user, "pid",
+			 (json_int_t)h->pid, "command", h->command, "since", since, "mode",
+			 h->mode == VD_LEASE_SHARED ? "shared" : "exclusive", "mem_mib",
+			 h->mode == VD_LEASE_SHARED ? json_integer((json_int_t)h->mem_mib)
+						    : json_null());
+}

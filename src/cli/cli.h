@@ -144,6 +144,9 @@ int cli_child_value(char **out, const struct vd_system *sys, const struct vd_res
 /* Prints the reasons no GPU fitted, one "  GPU 3: ..." line each, to stderr. */
 void cli_print_reasons(const struct vd_choice *choice);
 
+/* A lease as JSON: {"user", "pid", "command", "since", "mode", "mem_mib"}. */
+json_t *cli_json_lease(const struct vd_lease_holder *h);
+
 /* "2026-12-03T10:02:00" (local time) for a time in seconds since the epoch. */
 void cli_format_time(char *buf, size_t n, int64_t t);
 

@@ -76,20 +76,14 @@ int cmd_leases(int argc, char **argv)
 
 		for (size_t i = 0; i < leases->n; i++) {
 			const struct vd_lease_holder *h = &leases->holders[i];
-			char label[VD_UUID_MAX + 32], since[32];
+			json_t *o = cli_json_lease(h);
+			char label[VD_UUID_MAX + 32];
 			int index;
 
 			device_label(label, sizeof(label), sys, h->uuid, &index);
-			cli_format_time(since, sizeof(since), h->since);
-			json_array_append_new(
-				a, json_pack("{s:s, s:o, s:s, s:I, s:s, s:s, s:s, s:o}", "uuid",
-					     h->uuid, "index", index < 0 ? json_null() : json_integer(index),
-					     "user", h->user, "pid", (json_int_t)h->pid, "command",
-					     h->command, "since", since, "mode",
-					     h->mode == VD_LEASE_SHARED ? "shared" : "exclusive",
-					     "mem_mib",
-					     h->mode == VD_LEASE_SHARED ? json_integer((json_int_t)h->mem_mib)
-									: json_null()));
+			json_object_set_new(o, "uuid", json_string(h->uuid));
+			json_object_set_new(o, "index", index < 0 ? json_null() : json_integer(index));
+			json_array_append_new(a, o);
 		}
 		rc = cli_print_json(json_pack("{s:s, s:o}", "lease_dir", vd_lease_dir(), "leases", a));
 		goto out;

@@ -51,20 +51,9 @@ static json_t *json_leases(const struct vd_leases *leases, const char *uuid)
 {
 	json_t *a = json_array();
 
-	for (size_t i = 0; leases && i < leases->n; i++) {
-		const struct vd_lease_holder *h = &leases->holders[i];
-		char since[32];
-
-		if (strcmp(h->uuid, uuid))
-			continue;
-		cli_format_time(since, sizeof(since), h->since);
-		json_array_append_new(
-			a, json_pack("{s:s, s:I, s:s, s:s, s:s, s:o}", "user", h->user, "pid",
-				     (json_int_t)h->pid, "command", h->command, "since", since, "mode",
-				     h->mode == VD_LEASE_SHARED ? "shared" : "exclusive", "mem_mib",
-				     h->mode == VD_LEASE_SHARED ? json_integer((json_int_t)h->mem_mib)
-								: json_null()));
-	}
+	for (size_t i = 0; leases && i < leases->n; i++)
+		if (!strcmp(leases->holders[i].uuid, uuid))
+			json_array_append_new(a, cli_json_lease(&leases->holders[i]));
 	return a;
 }
 
