@@ -72,7 +72,7 @@ static void row(const char *what, const char *a, const char *b)
 	int same = !strcmp(a, b);
 
 	disagreements += !same;
-	printf("%-34s | %-44s | %-44s | %s\n", what, a, b, same ? "agree" : "DISAGREE");
+	printf("%-50s | %-44s | %-44s | %s\n", what, a, b, same ? "agree" : "DISAGREE");
 }
 
 /* nvidia-smi's view against `visdev list --json`, field by field. */
@@ -87,7 +87,7 @@ static void check_list(const char *visdev)
 	json_t *gpus = json_object_get(root, "gpus");
 	size_t seen = 0;
 
-	printf("%-34s | %-44s | %-44s | %s\n", "list: field", "visdev list --json", "nvidia-smi",
+	printf("%-50s | %-44s | %-44s | %s\n", "list: field", "visdev list --json", "nvidia-smi",
 	       "");
 	if (!csv || !gpus) {
 		row("list: nvidia-smi and visdev ran", csv ? "yes" : "no", gpus ? "yes" : "no");
@@ -207,7 +207,7 @@ int main(int argc, char **argv)
 		"GPU-", "MIG-", "9", "0,1", "1,0",
 	};
 
-	printf("\n%-34s | %-44s | %-44s | %s\n", "map: order and value", "visdev map --json",
+	printf("\n%-50s | %-44s | %-44s | %s\n", "map: order and value", "visdev map --json",
 	       "CUDA driver (cuDeviceGetUuid)", "");
 	check_value(argv[1], NULL, VD_ORDER_PCI);
 	check_value(argv[1], NULL, VD_ORDER_FASTEST);
