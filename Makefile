@@ -124,8 +124,16 @@ deps-demo:
 
 demo: deps-demo
 	@$(MAKE) --no-print-directory all
-	$(PROGRAM) --demo list
-	$(PROGRAM) --demo map 2,1
+	@echo '$$ visdev --demo list'
+	@$(PROGRAM) --demo list
+	@echo
+	@echo "# the guide's example, counting as nvidia-smi does: cuda:0 is the RTX 3090"
+	@echo '$$ visdev --demo map 2,1 --order pci'
+	@$(PROGRAM) --demo map 2,1 --order pci
+	@echo
+	@echo "# the same value in CUDA's default order (CUDA_DEVICE_ORDER unset): other GPUs"
+	@echo '$$ visdev --demo map 2,1'
+	@$(PROGRAM) --demo map 2,1
 
 check: deps-check
 	@$(MAKE) --no-print-directory test
@@ -143,9 +151,9 @@ build-fuzz/gen/demo_json.c: $(BUILD)/gen/demo_json.c
 	@mkdir -p $(@D)
 	cp $< $@
 
-build-fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRC) include/visdev.h src/lib/internal.h
+build-fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRC) include/visdev.h src/lib/internal.h tests/unit/devices.h
 	@mkdir -p $(@D)
-	clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc/lib -g -O1 \
+	clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc/lib -Itests/unit -g -O1 \
 		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ $< $(FUZZ_LIB_SRC) $(LIBS)
 
 fuzz: $(FUZZ_TARGETS)

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "devices.h" /* tests/unit: shared with the unit tests */
 #include "internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -31,13 +32,30 @@ struct gpu_spec {
 
 /* tests/fixtures/engine.json: ranks differ from PCI order, prefixes clash. */
 static const struct gpu_spec specs[] = {
-	{ "GPU-7a3c1e52-0b4d-4e8f-9a61-2f5d8c7b1e03", "NVIDIA T4", "00000000:18:00.0", 3, 0, { { 0 } } },
-	{ "GPU-e4b2d9f0-6a1c-4f3e-8d27-5c9b0a1e6f34", "NVIDIA A100 80GB PCIe", "00000000:3B:00.0", 2, 2,
+	{ "GPU-7a3c1e52-0b4d-4e8f-9a61-2f5d8c7b1e03",
+	  "NVIDIA T4",
+	  "00000000:18:00.0",
+	  3,
+	  0,
+	  { { 0 } } },
+	{ "GPU-e4b2d9f0-6a1c-4f3e-8d27-5c9b0a1e6f34",
+	  "NVIDIA A100 80GB PCIe",
+	  "00000000:3B:00.0",
+	  2,
+	  2,
 	  { { "MIG-5e1f0a2b-3c4d-5e6f-8a9b-0c1d2e3f4a5b", 1, 0 },
 	    { "MIG-5e1f7c8d-9e0f-5a1b-9c2d-3e4f5a6b7c8d", 2, 0 } } },
-	{ "GPU-7a91d0c4-5e2b-4a77-8c3e-6b1f9d2a4c58", "NVIDIA H100 80GB HBM3", "00000000:86:00.0", 0, 0,
+	{ "GPU-7a91d0c4-5e2b-4a77-8c3e-6b1f9d2a4c58",
+	  "NVIDIA H100 80GB HBM3",
+	  "00000000:86:00.0",
+	  0,
+	  0,
 	  { { 0 } } },
-	{ "GPU-3f0e8b6a-2d4c-4b1a-9e7f-0a5c3d2b1e69", "NVIDIA H100 PCIe", "00000000:AF:00.0", 1, 0,
+	{ "GPU-3f0e8b6a-2d4c-4b1a-9e7f-0a5c3d2b1e69",
+	  "NVIDIA H100 PCIe",
+	  "00000000:AF:00.0",
+	  1,
+	  0,
 	  { { 0 } } },
 };
 
@@ -80,23 +98,12 @@ static struct vd_system *machine(int ranked)
 	return sys;
 }
 
-static int same(const struct vd_device_ref *a, size_t na, const struct vd_device_ref *b, size_t nb)
-{
-	if (na != nb)
-		return 0;
-	for (size_t i = 0; i < na; i++)
-		if (a[i].gpu != b[i].gpu || a[i].mig != b[i].mig)
-			return 0;
-	return 1;
-}
-
 /* Devices that exist, and (distinct) each once. */
 static void check_devices(const struct vd_system *sys, const struct vd_device_ref *d, size_t n,
 			  int distinct)
 {
 	for (size_t i = 0; i < n; i++) {
-		if (d[i].gpu >= sys->ngpus || d[i].mig < -1 ||
-		    (d[i].mig >= 0 && (size_t)d[i].mig >= sys->gpus[d[i].gpu].nmig))
+		if (!device_exists(sys, d[i]))
 			abort();
 		for (size_t j = 0; distinct && j < i; j++)
 			if (d[j].gpu == d[i].gpu && d[j].mig == d[i].mig)
@@ -122,7 +129,7 @@ static void round_trip(const struct vd_system *sys, const struct vd_device_ref *
 		free(value);
 		return;
 	}
-	if (err || !res || !same(devs, n, res->devices, res->ndevices) || res->duplicate ||
+	if (err || !res || !same_devices(devs, n, res->devices, res->ndevices) || res->duplicate ||
 	    res->stop != VD_STOP_NONE)
 		abort();
 	vd_resolution_free(res);
@@ -137,7 +144,7 @@ static void resolve_one(const struct vd_system *sys, const char *value, enum vd_
 	if (vd_visible_resolve(&res, sys, value, order)) {
 		if (res)
 			abort();
-		return;  /* VD_ENOMEM, the only error */
+		return; /* VD_ENOMEM, the only error */
 	}
 	if (!res || !res->set)
 		abort();

@@ -18,20 +18,14 @@
 #include <cmocka.h>
 
 #include "internal.h"
+#include "mock.h"
 
-static char mock_cuda[4096];
-
+/* Finds the stand-ins; each test starts on mixed.json, with no fault injected. */
 static int setup(void **state)
 {
-	const char *dir = getenv("MOCK_NVML_DIR");
-
 	(void)state;
-	if (!dir || !*dir) {
-		fprintf(stderr, "MOCK_NVML_DIR is not set: run the tests with 'make test'\n");
+	if (mock_find())
 		return -1;
-	}
-	snprintf(mock_cuda, sizeof(mock_cuda), "%s/libcuda.so.1", dir);
-	unsetenv("MOCK_CUDA_FAIL");
 	unsetenv("VISDEV_CUDA_LIB");
 	setenv("MOCK_NVML_FIXTURE", "tests/fixtures/mixed.json", 1);
 	return 0;

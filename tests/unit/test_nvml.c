@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "internal.h"
+#include "mock.h"
 
 /* What a comparison leaves out. */
 enum {
@@ -28,29 +29,13 @@ enum {
 	CMP_RANK = 1 << 1, /* CUDA could not be asked */
 };
 
-static char mock_new[4096], mock_old[4096], mock_cuda[4096];
-
-static const char *const fault_vars[] = {
-	"MOCK_NVML_INIT_FAIL",	 "MOCK_NVML_LOST", "MOCK_NVML_NOT_SUPPORTED",
-	"MOCK_NVML_SMALL_FIRST", "MOCK_CUDA_FAIL",
-};
-
 /* Finds the stand-ins; each test starts with no fault injected. */
 static int setup(void **state)
 {
-	const char *dir = getenv("MOCK_NVML_DIR");
-
 	(void)state;
-	if (!dir || !*dir) {
-		fprintf(stderr, "MOCK_NVML_DIR is not set: run the tests with 'make test'\n");
+	if (mock_find())
 		return -1;
-	}
-	snprintf(mock_new, sizeof(mock_new), "%s/libnvidia-ml.so.1", dir);
-	snprintf(mock_old, sizeof(mock_old), "%s/old/libnvidia-ml.so.1", dir);
-	snprintf(mock_cuda, sizeof(mock_cuda), "%s/libcuda.so.1", dir);
 	setenv("VISDEV_CUDA_LIB", mock_cuda, 1);
-	for (size_t i = 0; i < ARRAY_SIZE(fault_vars); i++)
-		unsetenv(fault_vars[i]);
 	return 0;
 }
 

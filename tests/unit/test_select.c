@@ -14,116 +14,13 @@
  * vd_visible_resolve(). Lease start times are written "HH:MM" and read in
  * UTC (TZ is set to UTC here), so that reasons can be compared exactly.
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-
-#include <cmocka.h>
-
-#include <jansson.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "harness.h"
 
 #define DAY0 1700006400 /* 2023-11-15 00:00 UTC: "since" times are on this day */
 
-/* ---- fixtures, each loaded once ---------------------------------------- */
-
-struct fixture {
-	char name[64];
-	struct vd_system *sys;
-	char error[1024];
-};
-
-static struct fixture fixtures[16];
-static size_t nfixtures;
-
-/* The named fixture (tests/fixtures/<name>.json), or NULL with *why set. */
-static const struct vd_system *fixture_get(const char *name, const char **why)
-{
-	const char *dir = getenv("SELECT_FIXTURES");
-	char path[512];
-	struct fixture *f;
-	int rc;
-
-	for (size_t i = 0; i < nfixtures; i++) {
-		f = &fixtures[i];
-		if (strcmp(f->name, name) == 0)
-			goto found;
-	}
-	if (nfixtures == ARRAY_SIZE(fixtures) || strlen(name) >= sizeof(f->name) ||
-	    strchr(name, '/')) {
-		*why = "bad fixture name (a plain name under tests/fixtures, without .json)";
-		return NULL;
-	}
-	f = &fixtures[nfixtures++];
-	str_copy(f->name, name, sizeof(f->name));
-	snprintf(path, sizeof(path), "%s/%s.json", dir ? dir : "tests/fixtures", name);
-	rc = fixture_load(&f->sys, path);
-	if (rc)
-		snprintf(f->error, sizeof(f->error), "cannot load fixture '%s': %s: %s", path,
-			 vd_error_name(rc), vd_error_last());
-found:
-	if (!f->sys) {
-		*why = f->error[0] ? f->error : "fixture loaded as NULL";
-		return NULL;
-	}
-	return f->sys;
-}
-
-static void fixtures_free(void)
-{
-	for (size_t i = 0; i < nfixtures; i++)
-		vd_system_free(fixtures[i].sys);
-	nfixtures = 0;
-}
-
-/* ---- messages ---------------------------------------------------------- */
-
-struct report {
-	char text[8192];
-	size_t len;
-	int nerrors;
-};
-
-static void __attribute__((format(printf, 2, 3))) report_add(struct report *r, const char *fmt, ...)
-{
-	va_list ap;
-
-	r->nerrors++;
-	if (r->len + 4 >= sizeof(r->text))
-		return;
-	r->text[r->len++] = '\n';
-	r->text[r->len++] = ' ';
-	r->text[r->len++] = ' ';
-	va_start(ap, fmt);
-	vsnprintf(r->text + r->len, sizeof(r->text) - r->len, fmt, ap);
-	va_end(ap);
-	r->len += strlen(r->text + r->len);
-}
-
-/* "[2, 1/mig0]": the notation of select.jsonl. */
-static void describe_devices(char *buf, size_t size, const struct vd_device_ref *devs, size_t n)
-{
-	size_t len = (size_t)snprintf(buf, size, "[");
-
-	for (size_t i = 0; i < n && len < size; i++) {
-		const char *sep = i ? ", " : "";
-
-		if (devs[i].mig < 0)
-			len += (size_t)snprintf(buf + len, size - len, "%s%u", sep, devs[i].gpu);
-		else
-			len += (size_t)snprintf(buf + len, size - len, "%s%u/mig%d", sep,
-						devs[i].gpu, devs[i].mig);
-	}
-	if (len < size)
-		snprintf(buf + len, size - len, "]");
-}
-
+/* The reasons, a "| " line each, to follow a message. */
 static void describe_reasons(char *buf, size_t size, const struct vd_choice *c)
 {
 	size_t len = 0;
@@ -131,40 +28,6 @@ static void describe_reasons(char *buf, size_t size, const struct vd_choice *c)
 	buf[0] = '\0';
 	for (size_t i = 0; i < c->nreasons && len < size; i++)
 		len += (size_t)snprintf(buf + len, size - len, "\n    | %s", c->reasons[i]);
-}
-
-/* Reads "N" or "N/migK" (or a number N) into *out; -1 when malformed. */
-static int read_device(struct vd_device_ref *out, const json_t *v)
-{
-	unsigned gpu;
-	int mig, end = 0;
-
-	if (json_is_integer(v) && json_integer_value(v) >= 0) {
-		out->gpu = (unsigned)json_integer_value(v);
-		out->mig = -1;
-		return 0;
-	}
-	if (!json_is_string(v))
-		return -1;
-	if (sscanf(json_string_value(v), "%u/mig%d%n", &gpu, &mig, &end) == 2 &&
-	    json_string_value(v)[end] == '\0' && mig >= 0) {
-		out->gpu = gpu;
-		out->mig = mig;
-		return 0;
-	}
-	end = 0;
-	if (sscanf(json_string_value(v), "%u%n", &gpu, &end) == 1 &&
-	    json_string_value(v)[end] == '\0') {
-		out->gpu = gpu;
-		out->mig = -1;
-		return 0;
-	}
-	return -1;
-}
-
-static int device_exists(const struct vd_system *sys, struct vd_device_ref d)
-{
-	return d.gpu < sys->ngpus && (d.mig < 0 || (size_t)d.mig < sys->gpus[d.gpu].nmig);
 }
 
 static const char *device_uuid(const struct vd_system *sys, struct vd_device_ref d)
@@ -188,14 +51,6 @@ static void reason_prefix(char *buf, size_t size, const struct vd_system *sys,
 }
 
 /* ---- the table --------------------------------------------------------- */
-
-struct scase {
-	const char *file;
-	int line;
-	json_t *obj;
-	char error[256];
-	char name[256];
-};
 
 static const char *const known_keys[] = {
 	"fixture", "leases",  "parent",	  "n",	  "min_free", "max_util",
@@ -336,12 +191,9 @@ static int read_options(struct report *r, struct vd_select_options *opts, unsign
 
 static int same_choice(const struct vd_choice *a, const struct vd_choice *b)
 {
-	if (a->ndevices != b->ndevices || a->nreasons != b->nreasons)
+	if (!same_devices(a->devices, a->ndevices, b->devices, b->ndevices) ||
+	    a->nreasons != b->nreasons)
 		return 0;
-	for (size_t i = 0; i < a->ndevices; i++)
-		if (a->devices[i].gpu != b->devices[i].gpu ||
-		    a->devices[i].mig != b->devices[i].mig)
-			return 0;
 	for (size_t i = 0; i < a->nreasons; i++)
 		if (strcmp(a->reasons[i], b->reasons[i]) != 0)
 			return 0;
@@ -426,7 +278,7 @@ static void check_reasons(struct report *r, const struct vd_system *sys, const s
 	}
 }
 
-static void check_case(struct report *r, const struct scase *sc)
+static void check_case(struct report *r, const struct table_case *sc)
 {
 	json_t *obj = sc->obj, *v, *want_devs = json_object_get(obj, "devices");
 	const struct vd_system *sys;
@@ -537,85 +389,13 @@ out:
 	free(exclude);
 }
 
-static void test_case(void **state)
+/* "select-basic: note": the fixture and the note, for the test's name. */
+static void describe_case(char *buf, size_t size, const json_t *obj)
 {
-	const struct scase *c = *state;
-	struct report r = { .len = 0 };
-	char *line = NULL;
+	const char *fx = json_string_value(json_object_get(obj, "fixture"));
+	const char *note = json_string_value(json_object_get(obj, "note"));
 
-	if (!c->obj) {
-		fail_msg("%s:%d: %s", c->file, c->line, c->error);
-		return;
-	}
-	check_case(&r, c);
-	if (r.nerrors) {
-		line = json_dumps(c->obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
-		fail_msg("%s:%d: %s%s", c->file, c->line, line ? line : "", r.text);
-	}
-	free(line);
-}
-
-/* Reads the table: one scase per line that is not blank or a comment. */
-static struct scase *cases_load(const char *path, size_t *nout)
-{
-	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-	struct scase *cases = NULL;
-	size_t n = 0, cap = 0, linecap = 0;
-	char *linebuf = NULL;
-	FILE *fp = fopen(path, "r");
-	int lineno = 0;
-
-	if (!fp) {
-		cases = calloc(1, sizeof(*cases));
-		assert_non_null(cases);
-		cases->file = base;
-		snprintf(cases->error, sizeof(cases->error),
-			 "cannot open '%s' (run from the repository root, or give the path)", path);
-		snprintf(cases->name, sizeof(cases->name), "%s: cannot open", base);
-		*nout = 1;
-		return cases;
-	}
-	while (getline(&linebuf, &linecap, fp) >= 0) {
-		const char *p = linebuf, *fx, *note;
-		struct scase *c;
-		json_error_t err;
-
-		lineno++;
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (*p == '#' || *p == '\n' || *p == '\0')
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 128;
-			cases = realloc(cases, cap * sizeof(*cases));
-			assert_non_null(cases);
-		}
-		c = &cases[n++];
-		memset(c, 0, sizeof(*c));
-		c->file = base;
-		c->line = lineno;
-		c->obj = json_loads(p, JSON_REJECT_DUPLICATES, &err);
-		if (!c->obj || !json_is_object(c->obj)) {
-			snprintf(c->error, sizeof(c->error), "not a JSON object: %s (column %d)",
-				 c->obj ? "other JSON" : err.text, err.column);
-			json_decref(c->obj);
-			c->obj = NULL;
-			snprintf(c->name, sizeof(c->name), "%s:%d (malformed)", base, lineno);
-			continue;
-		}
-		fx = json_string_value(json_object_get(c->obj, "fixture"));
-		note = json_string_value(json_object_get(c->obj, "note"));
-		/* '#' would start a TAP directive */
-		snprintf(c->name, sizeof(c->name), "%s:%d %s%s%.120s", base, lineno, fx ? fx : "?",
-			 note ? ": " : "", note ? note : "");
-		for (char *q = c->name; *q; q++)
-			if (*q == '#')
-				*q = '_';
-	}
-	free(linebuf);
-	fclose(fp);
-	*nout = n;
-	return cases;
+	snprintf(buf, size, "%s%s%.120s", fx ? fx : "?", note ? ": " : "", note ? note : "");
 }
 
 /* ---- written out --------------------------------------------------------- */
@@ -623,14 +403,11 @@ static struct scase *cases_load(const char *path, size_t *nout)
 /* NULL leases and a NULL parent mean none; n 0 means 1. */
 static void test_nulls(void **state)
 {
-	const char *why = NULL;
-	const struct vd_system *sys = fixture_get("select-islands", &why);
+	const struct vd_system *sys = need_fixture("select-islands");
 	struct vd_select_options opts;
 	struct vd_choice *c = NULL;
 
 	(void)state;
-	if (!sys)
-		fail_msg("%s", why);
 	vd_select_options_init(&opts);
 	opts.n = 0;
 	assert_int_equal(vd_select(&c, sys, NULL, NULL, &opts), 0);
@@ -666,14 +443,11 @@ static void test_empty_system(void **state)
 /* A huge n is no fit, not an allocation of n devices. */
 static void test_huge_n(void **state)
 {
-	const char *why = NULL;
-	const struct vd_system *sys = fixture_get("select-islands", &why);
+	const struct vd_system *sys = need_fixture("select-islands");
 	struct vd_select_options opts;
 	struct vd_choice *c = NULL;
 
 	(void)state;
-	if (!sys)
-		fail_msg("%s", why);
 	vd_select_options_init(&opts);
 	opts.n = 4000000000u;
 	assert_int_equal(vd_select(&c, sys, NULL, NULL, &opts), VD_ENOFIT);
@@ -690,16 +464,13 @@ static void test_busy_words(void **state)
 		{ .pid = 101, .name = "" },
 		{ .pid = 102, .name = "bash" },
 	};
-	const char *why = NULL;
-	const struct vd_system *base = fixture_get("select-basic", &why);
+	const struct vd_system *base = need_fixture("select-basic");
 	struct vd_system *sys = NULL;
 	struct vd_select_options opts;
 	struct vd_choice *c = NULL;
 	struct vd_gpu *gpu;
 
 	(void)state;
-	if (!base)
-		fail_msg("%s", why);
 	assert_int_equal(system_copy(&sys, base), 0);
 	gpu = &sys->gpus[3];
 	free(gpu->processes);
@@ -741,34 +512,16 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_huge_n),
 		cmocka_unit_test(test_busy_words),
 	};
-	const char *path = argc > 1 ? argv[1] : getenv("SELECT_CASES");
-	struct CMUnitTest *tests;
-	struct scase *cases;
-	size_t ncases, n = 0;
-	int rc;
+	static const struct table table = {
+		.group = "select",
+		.cases_env = "SELECT_CASES",
+		.cases_path = "tests/unit/select.jsonl",
+		.fixtures_env = "SELECT_FIXTURES",
+		.describe = describe_case,
+		.check = check_case,
+	};
 
 	setenv("TZ", "UTC", 1);
 	tzset();
-	if (!path || !*path)
-		path = "tests/unit/select.jsonl";
-	cases = cases_load(path, &ncases);
-	tests = calloc(ARRAY_SIZE(fixed) + ncases, sizeof(*tests));
-	if (!tests)
-		return 1;
-	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
-		tests[n++] = fixed[i];
-	for (size_t i = 0; i < ncases; i++)
-		tests[n++] = (struct CMUnitTest){
-			.name = cases[i].name,
-			.test_func = test_case,
-			.initial_state = &cases[i],
-		};
-	/* One group: cmocka's TAP output has one plan per group, prove wants one. */
-	rc = _cmocka_run_group_tests("select", tests, n, NULL, NULL);
-	for (size_t i = 0; i < ncases; i++)
-		json_decref(cases[i].obj);
-	free(cases);
-	free(tests);
-	fixtures_free();
-	return rc;
+	return table_run(&table, fixed, ARRAY_SIZE(fixed), argc, argv);
 }

@@ -12,157 +12,11 @@
  * vd_visible_resolve(), vd_order_parse(), vd_container_resolve() and
  * vd_env_check().
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-
-#include <jansson.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "internal.h"
+#include "harness.h"
 
 #define G0 "GPU-7a3c1e52-0b4d-4e8f-9a61-2f5d8c7b1e03"
 #define G2 "GPU-7a91d0c4-5e2b-4a77-8c3e-6b1f9d2a4c58"
 #define M1 "MIG-5e1f7c8d-9e0f-5a1b-9c2d-3e4f5a6b7c8d"
-
-/* ---- fixtures, each loaded once ---------------------------------------- */
-
-struct fixture {
-	char name[64];
-	struct vd_system *sys;
-	int rc;
-	char error[1024];
-};
-
-static struct fixture fixtures[16];
-static size_t nfixtures;
-
-/* The named fixture (tests/fixtures/<name>.json), or NULL with *why set. */
-static const struct vd_system *fixture_get(const char *name, const char **why)
-{
-	const char *dir = getenv("VISIBLE_FIXTURES");
-	char path[512];
-	struct fixture *f;
-
-	for (size_t i = 0; i < nfixtures; i++) {
-		f = &fixtures[i];
-		if (strcmp(f->name, name) == 0)
-			goto found;
-	}
-	if (nfixtures == ARRAY_SIZE(fixtures) || strlen(name) >= sizeof(f->name) ||
-	    strchr(name, '/')) {
-		*why = "bad fixture name (a plain name under tests/fixtures, without .json)";
-		return NULL;
-	}
-	f = &fixtures[nfixtures++];
-	str_copy(f->name, name, sizeof(f->name));
-	snprintf(path, sizeof(path), "%s/%s.json", dir ? dir : "tests/fixtures", name);
-	f->rc = fixture_load(&f->sys, path);
-	if (f->rc)
-		snprintf(f->error, sizeof(f->error), "cannot load fixture '%s': %s: %s", path,
-			 vd_error_name(f->rc), vd_error_last());
-found:
-	if (!f->sys) {
-		*why = f->error[0] ? f->error : "fixture loaded as NULL";
-		return NULL;
-	}
-	return f->sys;
-}
-
-static void fixtures_free(void)
-{
-	for (size_t i = 0; i < nfixtures; i++)
-		vd_system_free(fixtures[i].sys);
-	nfixtures = 0;
-}
-
-/* ---- messages ---------------------------------------------------------- */
-
-struct report {
-	char text[4096];
-	size_t len;
-	int nerrors;
-};
-
-static void __attribute__((format(printf, 2, 3))) report_add(struct report *r, const char *fmt, ...)
-{
-	va_list ap;
-
-	r->nerrors++;
-	if (r->len + 4 >= sizeof(r->text))
-		return;
-	r->text[r->len++] = '\n';
-	r->text[r->len++] = ' ';
-	r->text[r->len++] = ' ';
-	va_start(ap, fmt);
-	vsnprintf(r->text + r->len, sizeof(r->text) - r->len, fmt, ap);
-	va_end(ap);
-	r->len += strlen(r->text + r->len);
-}
-
-/* Writes s into buf as a C string literal body: blanks and oddities visible. */
-static void quote(char *buf, size_t size, const char *s)
-{
-	size_t n = 0;
-
-	if (!s) {
-		snprintf(buf, size, "(unset)");
-		return;
-	}
-	if (size < 8)
-		return;
-	buf[n++] = '"';
-	for (; *s && n + 6 < size; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '\t')
-			n += (size_t)snprintf(buf + n, size - n, "\\t");
-		else if (c == '\n')
-			n += (size_t)snprintf(buf + n, size - n, "\\n");
-		else if (c == '"' || c == '\\')
-			n += (size_t)snprintf(buf + n, size - n, "\\%c", c);
-		else if (c < 0x20 || c >= 0x7f || c == '#')  /* '#' would start a TAP directive */
-			n += (size_t)snprintf(buf + n, size - n, "\\x%02x", c);
-		else
-			buf[n++] = (char)c;
-	}
-	buf[n++] = '"';
-	buf[n] = '\0';
-}
-
-/* "[2, 1/mig0]": the notation of visible.jsonl. */
-static void describe_devices(char *buf, size_t size, const struct vd_device_ref *devs, size_t n)
-{
-	size_t len = 0;
-
-	len += (size_t)snprintf(buf, size, "[");
-	for (size_t i = 0; i < n && len < size; i++) {
-		const char *sep = i ? ", " : "";
-
-		if (devs[i].mig < 0)
-			len += (size_t)snprintf(buf + len, size - len, "%s%u", sep, devs[i].gpu);
-		else
-			len += (size_t)snprintf(buf + len, size - len, "%s%u/mig%d", sep, devs[i].gpu,
-						devs[i].mig);
-	}
-	if (len < size)
-		snprintf(buf + len, size - len, "]");
-}
-
-static int same_devices(const struct vd_device_ref *a, size_t na, const struct vd_device_ref *b,
-			size_t nb)
-{
-	if (na != nb)
-		return 0;
-	for (size_t i = 0; i < na; i++)
-		if (a[i].gpu != b[i].gpu || a[i].mig != b[i].mig)
-			return 0;
-	return 1;
-}
 
 /*
  * What every resolution must satisfy whatever the value: devices exist and
@@ -177,12 +31,13 @@ static void check_invariants(struct report *r, const struct vd_system *sys,
 		if (d->gpu >= sys->ngpus)
 			report_add(r, "invariant: cuda:%zu is GPU %u, not in the table", i, d->gpu);
 		else if (d->mig < -1 || (d->mig >= 0 && (size_t)d->mig >= sys->gpus[d->gpu].nmig))
-			report_add(r, "invariant: cuda:%zu is MIG %d of GPU %u, not in the table", i,
-				   d->mig, d->gpu);
+			report_add(r, "invariant: cuda:%zu is MIG %d of GPU %u, not in the table",
+				   i, d->mig, d->gpu);
 		for (size_t j = 0; j < i; j++)
 			if (res->devices[j].gpu == d->gpu && res->devices[j].mig == d->mig)
-				report_add(r, "invariant: cuda:%zu and cuda:%zu are the same device", j,
-					   i);
+				report_add(r,
+					   "invariant: cuda:%zu and cuda:%zu are the same device",
+					   j, i);
 	}
 	if (res->duplicate && res->ndevices)
 		report_add(r, "invariant: duplicate set but %zu devices visible", res->ndevices);
@@ -202,18 +57,23 @@ static void check_invariants(struct report *r, const struct vd_system *sys,
 
 /* ---- the table --------------------------------------------------------- */
 
-struct vcase {
-	const char *file;  /* base name, for messages */
-	int line;
-	json_t *obj;       /* NULL when the line did not parse */
-	char error[256];   /* why it did not */
-	char name[512];
-};
-
 static const char *const known_keys[] = {
-	"fixture", "order", "value", "devices", "stop", "duplicate", "duplicate_first",
-	"duplicate_position", "order_assumed", "uuid_form", "nelements", "mig_limit",
-	"warning_contains", "unverified", "assumed", "note",
+	"fixture",
+	"order",
+	"value",
+	"devices",
+	"stop",
+	"duplicate",
+	"duplicate_first",
+	"duplicate_position",
+	"order_assumed",
+	"uuid_form",
+	"nelements",
+	"mig_limit",
+	"warning_contains",
+	"unverified",
+	"assumed",
+	"note",
 };
 
 /* A string, or an array of strings any one of which is accepted. */
@@ -224,9 +84,8 @@ static int string_matches(const json_t *expected, const char *actual)
 
 	if (json_is_string(expected))
 		return actual && strcmp(json_string_value(expected), actual) == 0;
-	json_array_foreach(expected, i, v)
-		if (json_is_string(v) && actual && strcmp(json_string_value(v), actual) == 0)
-			return 1;
+	json_array_foreach(expected, i, v) if (json_is_string(v) && actual &&
+					       strcmp(json_string_value(v), actual) == 0) return 1;
 	return 0;
 }
 
@@ -238,9 +97,8 @@ static int number_matches(const json_t *expected, json_int_t actual)
 
 	if (json_is_integer(expected))
 		return json_integer_value(expected) == actual;
-	json_array_foreach(expected, i, v)
-		if (json_is_integer(v) && json_integer_value(v) == actual)
-			return 1;
+	json_array_foreach(expected, i,
+			   v) if (json_is_integer(v) && json_integer_value(v) == actual) return 1;
 	return 0;
 }
 
@@ -260,19 +118,10 @@ static int expected_devices(struct report *r, const json_t *arr, struct vd_devic
 	}
 	devs = calloc(json_array_size(arr) + 1, sizeof(*devs));
 	assert_non_null(devs);
-	json_array_foreach(arr, i, v) {
-		unsigned gpu;
-		int mig, end = 0;
-
-		if (json_is_integer(v) && json_integer_value(v) >= 0) {
-			devs[i].gpu = (unsigned)json_integer_value(v);
-			devs[i].mig = -1;
-		} else if (json_is_string(v) &&
-			   sscanf(json_string_value(v), "%u/mig%d%n", &gpu, &mig, &end) == 2 &&
-			   json_string_value(v)[end] == '\0' && mig >= 0) {
-			devs[i].gpu = gpu;
-			devs[i].mig = mig;
-		} else {
+	json_array_foreach(arr, i, v)
+	{
+		/* a whole GPU is a number here, never a string */
+		if (read_device(&devs[i], v) || (json_is_string(v) && devs[i].mig < 0)) {
 			report_add(r, "table: device %zu is neither N nor \"N/migK\"", i);
 			free(devs);
 			return -1;
@@ -320,7 +169,8 @@ static void check_stop(struct report *r, const json_t *stop, const struct vd_res
 		report_add(r, "stop: expected one, the list did not stop");
 		return;
 	}
-	if (pos && (!json_is_integer(pos) || json_integer_value(pos) != (json_int_t)res->stop_position))
+	if (pos &&
+	    (!json_is_integer(pos) || json_integer_value(pos) != (json_int_t)res->stop_position))
 		report_add(r, "stop position: expected %lld, got %zu",
 			   (long long)json_integer_value(pos), res->stop_position);
 	if (tok && !string_matches(tok, res->stop_token)) {
@@ -338,7 +188,7 @@ static void check_stop(struct report *r, const json_t *stop, const struct vd_res
 	}
 }
 
-static void check_case(struct report *r, const struct vcase *c)
+static void check_case(struct report *r, const struct table_case *c)
 {
 	json_t *obj = c->obj;
 	json_t *jfixture = json_object_get(obj, "fixture"), *jorder = json_object_get(obj, "order");
@@ -352,7 +202,8 @@ static void check_case(struct report *r, const struct vcase *c)
 	char a[512], b[512];
 	int rc, dup;
 
-	json_object_foreach(obj, key, v) {
+	json_object_foreach(obj, key, v)
+	{
 		size_t i;
 
 		for (i = 0; i < ARRAY_SIZE(known_keys); i++)
@@ -363,7 +214,8 @@ static void check_case(struct report *r, const struct vcase *c)
 	}
 	if (!json_is_string(jfixture) || !json_is_string(jorder) || !jvalue ||
 	    !(json_is_string(jvalue) || json_is_null(jvalue))) {
-		report_add(r, "table: fixture, order (strings) and value (string or null) are needed");
+		report_add(r,
+			   "table: fixture, order (strings) and value (string or null) are needed");
 		return;
 	}
 	if (strcmp(json_string_value(jorder), "pci") == 0) {
@@ -381,7 +233,7 @@ static void check_case(struct report *r, const struct vcase *c)
 		report_add(r, "%s", why);
 		goto out;
 	}
-	value = json_string_value(jvalue);  /* NULL for null: unset */
+	value = json_string_value(jvalue); /* NULL for null: unset */
 
 	rc = vd_visible_resolve(&res, sys, value, order);
 	if (rc || !res) {
@@ -447,95 +299,18 @@ out:
 	free(want);
 }
 
-static void test_case(void **state)
+/* "engine/pci \"0,2\"": the fixture, the order and the value, for the test's name. */
+static void describe_case(char *buf, size_t size, const json_t *obj)
 {
-	const struct vcase *c = *state;
-	struct report r = { .len = 0 };
-	char *line = NULL;
+	char val[256];
 
-	if (!c->obj) {
-		fail_msg("%s:%d: %s", c->file, c->line, c->error);
-		return;
-	}
-	check_case(&r, c);
-	if (r.nerrors) {
-		line = json_dumps(c->obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
-		fail_msg("%s:%d: %s%s", c->file, c->line, line ? line : "", r.text);
-	}
-	free(line);
-}
-
-/* Reads the table: one vcase per non-comment line. */
-static struct vcase *cases_load(const char *path, size_t *nout)
-{
-	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-	struct vcase *cases = NULL;
-	size_t n = 0, cap = 0, linecap = 0;
-	char *linebuf = NULL;
-	FILE *fp = fopen(path, "r");
-	int lineno = 0;
-
-	if (!fp) {
-		cases = calloc(1, sizeof(*cases));
-		assert_non_null(cases);
-		cases->file = base;
-		snprintf(cases->error, sizeof(cases->error), "cannot open '%s' (run from the repository root, or give the path)", path);
-		snprintf(cases->name, sizeof(cases->name), "%s: cannot open", base);
-		*nout = 1;
-		return cases;
-	}
-	while (getline(&linebuf, &linecap, fp) >= 0) {
-		const char *p = linebuf;
-		struct vcase *c;
-		json_error_t err;
-		char val[256];
-
-		lineno++;
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (*p == '#' || *p == '\n' || *p == '\0')
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 256;
-			cases = realloc(cases, cap * sizeof(*cases));
-			assert_non_null(cases);
-		}
-		c = &cases[n++];
-		memset(c, 0, sizeof(*c));
-		c->file = base;
-		c->line = lineno;
-		c->obj = json_loads(p, JSON_REJECT_DUPLICATES, &err);
-		if (!c->obj || !json_is_object(c->obj)) {
-			snprintf(c->error, sizeof(c->error), "not a JSON object: %s (column %d)",
-				 c->obj ? "other JSON" : err.text, err.column);
-			json_decref(c->obj);
-			c->obj = NULL;
-			snprintf(c->name, sizeof(c->name), "%s:%d (malformed)", base, lineno);
-			continue;
-		}
-		quote(val, sizeof(val), json_string_value(json_object_get(c->obj, "value")));
-		snprintf(c->name, sizeof(c->name), "%s:%d %s/%s %s%s", base, lineno,
-			 json_string_value(json_object_get(c->obj, "fixture")),
-			 json_string_value(json_object_get(c->obj, "order")), val,
-			 json_is_true(json_object_get(c->obj, "unverified")) ? " (unverified)" : "");
-	}
-	free(linebuf);
-	fclose(fp);
-	*nout = n;
-	return cases;
+	quote(val, sizeof(val), json_string_value(json_object_get(obj, "value")));
+	snprintf(buf, size, "%s/%s %s%s", json_string_value(json_object_get(obj, "fixture")),
+		 json_string_value(json_object_get(obj, "order")), val,
+		 json_is_true(json_object_get(obj, "unverified")) ? " (unverified)" : "");
 }
 
 /* ---- round trips: format, then resolve, gives the same devices --------- */
-
-static const struct vd_system *need_fixture(const char *name)
-{
-	const char *why = NULL;
-	const struct vd_system *sys = fixture_get(name, &why);
-
-	if (!sys)
-		fail_msg("%s", why);
-	return sys;
-}
 
 /*
  * Formats devs in form, resolves the value in order, and reports (in r) any
@@ -591,7 +366,7 @@ struct rt_state {
 	const struct vd_system *sys;
 	struct report r;
 	int count;
-	int index_form;  /* also the index form (no MIG devices in the pool) */
+	int index_form; /* also the index form (no MIG devices in the pool) */
 };
 
 static void rt_one(const struct vd_device_ref *devs, size_t n, void *arg)
@@ -825,7 +600,7 @@ static void test_container_modes(void **state)
 
 	view = container("all");
 	assert_int_equal(view->mode, VD_CONTAINER_ALL);
-	for (unsigned g = 0; g < 4; g++)  /* GPU 1, in MIG mode, may come as its instances */
+	for (unsigned g = 0; g < 4; g++) /* GPU 1, in MIG mode, may come as its instances */
 		if (!view_has(view, g, g == 1 ? -2 : -1))
 			fail_msg("\"all\": GPU %u missing", g);
 	vd_container_view_free(view);
@@ -959,8 +734,8 @@ static void env_clean(const char *const *src)
 
 	found = env_check(env, &n);
 	if (n)
-		fail_msg("%s: %zu findings in a clean environment, first: %s", src[0] ? src[0] : "{}",
-			 n, found[0]);
+		fail_msg("%s: %zu findings in a clean environment, first: %s",
+			 src[0] ? src[0] : "{}", n, found[0]);
 	vd_strings_free(found, n);
 	env_free(env);
 }
@@ -995,45 +770,21 @@ static void test_env_check(void **state)
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest fixed[] = {
-		cmocka_unit_test(test_names),
-		cmocka_unit_test(test_order_parse),
-		cmocka_unit_test(test_roundtrip_gpus),
-		cmocka_unit_test(test_roundtrip_norank),
-		cmocka_unit_test(test_roundtrip_mig),
-		cmocka_unit_test(test_roundtrip_mig_r570),
-		cmocka_unit_test(test_format_text),
-		cmocka_unit_test(test_format_empty),
-		cmocka_unit_test(test_format_errors),
-		cmocka_unit_test(test_container_modes),
-		cmocka_unit_test(test_container_lists),
-		cmocka_unit_test(test_env_check),
+		cmocka_unit_test(test_names),		cmocka_unit_test(test_order_parse),
+		cmocka_unit_test(test_roundtrip_gpus),	cmocka_unit_test(test_roundtrip_norank),
+		cmocka_unit_test(test_roundtrip_mig),	cmocka_unit_test(test_roundtrip_mig_r570),
+		cmocka_unit_test(test_format_text),	cmocka_unit_test(test_format_empty),
+		cmocka_unit_test(test_format_errors),	cmocka_unit_test(test_container_modes),
+		cmocka_unit_test(test_container_lists), cmocka_unit_test(test_env_check),
 	};
-	const char *path = argc > 1 ? argv[1] : getenv("VISIBLE_CASES");
-	struct CMUnitTest *tests;
-	struct vcase *cases;
-	size_t ncases, n = 0;
-	int rc;
+	static const struct table table = {
+		.group = "visible",
+		.cases_env = "VISIBLE_CASES",
+		.cases_path = "tests/unit/visible.jsonl",
+		.fixtures_env = "VISIBLE_FIXTURES",
+		.describe = describe_case,
+		.check = check_case,
+	};
 
-	if (!path || !*path)
-		path = "tests/unit/visible.jsonl";
-	cases = cases_load(path, &ncases);
-	tests = calloc(ARRAY_SIZE(fixed) + ncases, sizeof(*tests));
-	if (!tests)
-		return 1;
-	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
-		tests[n++] = fixed[i];
-	for (size_t i = 0; i < ncases; i++)
-		tests[n++] = (struct CMUnitTest){
-			.name = cases[i].name,
-			.test_func = test_case,
-			.initial_state = &cases[i],
-		};
-	/* One group: cmocka's TAP output has one plan per group, prove wants one. */
-	rc = _cmocka_run_group_tests("visible", tests, n, NULL, NULL);
-	for (size_t i = 0; i < ncases; i++)
-		json_decref(cases[i].obj);
-	free(cases);
-	free(tests);
-	fixtures_free();
-	return rc;
+	return table_run(&table, fixed, ARRAY_SIZE(fixed), argc, argv);
 }
