@@ -564,20 +564,32 @@ static int read_links(struct nvml *nv, struct vd_system *sys, nvmlDevice_t *devs
 
 /*
  * Fills cuda_rank from the CUDA driver's fastest-first order, asked once
- * per open: a GPU's rank is its place among the whole GPUs CUDA lists.
- * Where the driver cannot be asked, ranks stay unknown.
+ * per open (and cached across runs for the same driver and GPUs): a GPU's
+ * rank is its place among the whole GPUs CUDA lists. Where the driver
+ * cannot be asked, ranks stay unknown.
  */
 static void fill_cuda_ranks(struct nvml *nv, struct vd_system *sys)
 {
 	unsigned rank = 0;
 
 	if (!nv->cuda_asked) {
+		char *key = NULL;
+		size_t len = strlen(sys->driver_version) + 1;
+
 		nv->cuda_asked = 1;
-		if (vd_cuda_enumerate(&nv->cuda_uuids, &nv->ncuda, NULL, NULL, VD_ORDER_FASTEST) <
-		    0) {
+		for (size_t i = 0; i < sys->ngpus; i++)
+			len += strlen(sys->gpus[i].uuid) + 1;
+		key = malloc(len);
+		if (key) {
+			strcpy(key, sys->driver_version);
+			for (size_t i = 0; i < sys->ngpus; i++)
+				strcat(strcat(key, " "), sys->gpus[i].uuid);
+		}
+		if (!key || cuda_fastest_order(&nv->cuda_uuids, &nv->ncuda, key) < 0) {
 			nv->cuda_uuids = NULL;
 			nv->ncuda = 0;
 		}
+		free(key);
 	}
 	for (size_t k = 0; k < nv->ncuda; k++) {
 		if (strncmp(nv->cuda_uuids[k], "GPU-", 4))

@@ -14,6 +14,11 @@
  *
  * Environment: VISDEV_CUDA_LIB names the driver library to load when the
  * caller names none (the tests point it at the stand-in libcuda.so.1).
+ *
+ * cuInit() can take seconds on a large machine, so the fastest-first order,
+ * which changes only with the driver or the GPUs, is kept in a per-user
+ * cache ($XDG_CACHE_HOME or ~/.cache, visdev/cuda-order) for the current
+ * boot, and asked of the driver only when the cache does not match.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -23,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -365,5 +371,113 @@ int vd_cuda_enumerate(char ***out, size_t *nout, const char *cuda_lib, const cha
 		*out = NULL;
 		*nout = 0;
 	}
+	return err;
+}
+
+/* The per-user cache file of CUDA's order: $XDG_CACHE_HOME or ~/.cache, then visdev/. */
+static int cache_path(char *out, size_t n, int make_dirs)
+{
+	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	char dir[4096];
+
+	if (xdg && *xdg)
+		snprintf(dir, sizeof(dir), "%s", xdg);
+	else if (home && *home)
+		snprintf(dir, sizeof(dir), "%s/.cache", home);
+	else
+		return -1;
+	if (make_dirs)
+		mkdir(dir, 0700);
+	if ((size_t)snprintf(out, n, "%s/visdev", dir) >= n)
+		return -1;
+	if (make_dirs)
+		mkdir(out, 0700);
+	return (size_t)snprintf(out, n, "%s/visdev/cuda-order", dir) >= n ? -1 : 0;
+}
+
+/* The key of a cached order: this boot, and what the caller says identifies the machine. */
+static int cache_key(char **out, const char *key)
+{
+	char boot[64] = "";
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+
+	if (f) {
+		if (!fgets(boot, sizeof(boot), f))
+			boot[0] = '\0';
+		fclose(f);
+	}
+	boot[strcspn(boot, "\n")] = '\0';
+	return asprintf(out, "%s %s", boot, key) < 0 ? -1 : 0;
+}
+
+/* Reads a cached order written under the same key; 0 on a hit. */
+static int cache_read(char ***out, size_t *nout, const char *want)
+{
+	char path[4200], line[VD_UUID_MAX + 2], *key = NULL;
+	size_t keylen = strlen(want) + 2, n = 0;
+	char **list = NULL;
+	int hit = -1;
+	FILE *f;
+
+	if (cache_path(path, sizeof(path), 0) || !(f = fopen(path, "re")))
+		return -1;
+	key = malloc(keylen + 1);
+	if (key && fgets(key, (int)keylen + 1, f) && !strncmp(key, want, keylen - 2) &&
+	    key[keylen - 2] == '\n') {
+		hit = 0;
+		while (!hit && fgets(line, sizeof(line), f)) {
+			line[strcspn(line, "\n")] = '\0';
+			if (strings_push(&list, &n, "%s", line))
+				hit = -1;
+		}
+	}
+	fclose(f);
+	free(key);
+	if (hit) {
+		vd_strings_free(list, n);
+		return -1;
+	}
+	*out = list;
+	*nout = n;
+	return 0;
+}
+
+/* Writes the order for others to read, whole or not at all (a new file renamed in place). */
+static void cache_write(char **uuids, size_t n, const char *key)
+{
+	char path[4200], tmp[4300];
+	FILE *f;
+
+	if (cache_path(path, sizeof(path), 1))
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.%ld", path, (long)getpid());
+	f = fopen(tmp, "we");
+	if (!f)
+		return;
+	fprintf(f, "%s\n", key);
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "%s\n", uuids[i]);
+	if (fclose(f) == 0 && rename(tmp, path) == 0)
+		return;
+	unlink(tmp);
+}
+
+int cuda_fastest_order(char ***out, size_t *nout, const char *key)
+{
+	char *full = NULL;
+	int err;
+
+	*out = NULL;
+	*nout = 0;
+	if (cache_key(&full, key))
+		return error_set(VD_ENOMEM, "out of memory");
+	if (cache_read(out, nout, full) == 0) {
+		free(full);
+		return 0;
+	}
+	err = vd_cuda_enumerate(out, nout, NULL, NULL, VD_ORDER_FASTEST);
+	if (!err)
+		cache_write(*out, *nout, full);
+	free(full);
 	return err;
 }

@@ -65,4 +65,13 @@ int system_new(struct vd_system **out, size_t ngpus);
  */
 int system_copy(struct vd_system **out, const struct vd_system *src);
 
+/*
+ * CUDA's fastest-first order of the devices (UUIDs, as vd_cuda_enumerate
+ * gives them with the variable unset), from the per-user cache when it was
+ * written in this boot under the same key (say, the driver version and the
+ * GPUs' UUIDs), else from the driver, and then cached. Errors: as
+ * vd_cuda_enumerate.
+ */
+int cuda_fastest_order(char ***out, size_t *nout, const char *key);
+
 #endif

@@ -13,6 +13,7 @@ setup() {
 	# a machine without a driver, whatever this one has
 	export VISDEV_NVML_LIB=$BATS_TEST_TMPDIR/no-such-libnvidia-ml.so.1
 	export VISDEV_LEASE_DIR=$BATS_TEST_TMPDIR/leases
+	export XDG_CACHE_HOME=$BATS_TEST_TMPDIR/cache
 }
 
 # visdev through the stand-in NVML serving fixture $1 (and its libcuda for the order).

@@ -178,3 +178,15 @@ load helper
 	assert_output_has "visdev: "
 	[ "${#lines[@]}" -eq 1 ]
 }
+
+@test "CUDA's fastest-first order is asked of the driver once, then cached for these GPUs" {
+	first=$(mock "$FIXTURES/mixed.json" list --json | jq -c '[.gpus[].cuda_rank]')
+	[ "$first" = "[3,1,0,2]" ]
+	[ -s "$XDG_CACHE_HOME/visdev/cuda-order" ]
+	# the driver now fails: the cached order still answers
+	got=$(MOCK_CUDA_FAIL=1 mock "$FIXTURES/mixed.json" list --json | jq -c '[.gpus[].cuda_rank]')
+	[ "$got" = "$first" ]
+	# other GPUs: the cache does not apply, and the failing driver leaves the order unknown
+	got=$(MOCK_CUDA_FAIL=1 mock "$FIXTURES/eight.json" list --json | jq -c '[.gpus[].cuda_rank] | unique')
+	[ "$got" = "[null]" ]
+}
