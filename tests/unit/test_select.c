@@ -140,6 +140,18 @@ static int read_leases(struct report *r, struct vd_leases *out, const struct vd_
 	return 0;
 }
 
+/* Reads the size under key, when there is one, into *out; -1 (reported) when malformed. */
+static int read_size(struct report *r, uint64_t *out, const json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+
+	if (v && vd_parse_size_mib(out, json_string_value(v))) {
+		report_add(r, "table: %s: %s", key, vd_error_last());
+		return -1;
+	}
+	return 0;
+}
+
 /* Reads the options of a case; -1 (reported) when malformed. */
 static int read_options(struct report *r, struct vd_select_options *opts, unsigned **exclude,
 			const json_t *obj)
@@ -152,20 +164,9 @@ static int read_options(struct report *r, struct vd_select_options *opts, unsign
 	*exclude = NULL;
 	if ((v = json_object_get(obj, "n")))
 		opts->n = (unsigned)json_integer_value(v);
-	if ((v = json_object_get(obj, "min_free"))) {
-		rc = vd_parse_size_mib(&opts->min_free_mib, json_string_value(v));
-		if (rc) {
-			report_add(r, "table: min_free: %s", vd_error_last());
-			return -1;
-		}
-	}
-	if ((v = json_object_get(obj, "mem"))) {
-		rc = vd_parse_size_mib(&opts->mem_mib, json_string_value(v));
-		if (rc) {
-			report_add(r, "table: mem: %s", vd_error_last());
-			return -1;
-		}
-	}
+	if (read_size(r, &opts->min_free_mib, obj, "min_free") ||
+	    read_size(r, &opts->mem_mib, obj, "mem"))
+		return -1;
 	if ((v = json_object_get(obj, "max_util")))
 		opts->max_util = (int)json_integer_value(v);
 	if ((v = json_object_get(obj, "model")))
