@@ -37,6 +37,8 @@ static inline int mock_find(void)
 	snprintf(mock_cuda, sizeof(mock_cuda), "%s/libcuda.so.1", dir);
 	for (size_t i = 0; i < ARRAY_SIZE(mock_fault_vars); i++)
 		unsetenv(mock_fault_vars[i]);
+	/* no cache of CUDA's order: every open asks the stand-in driver, as each test expects */
+	setenv("XDG_CACHE_HOME", "/dev/null/no-cache", 1);
 	return 0;
 }
 
