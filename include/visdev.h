@@ -73,6 +73,7 @@ VD_API const char *vd_version(void);
 #define VD_PROCNAME_MAX 64
 #define VD_PROFILE_MAX 32
 #define VD_DRIVER_MAX 32
+#define VD_COMMAND_MAX 256
 
 /* Which of a GPU's (or MIG instance's) measurements are known. */
 enum vd_gpu_fields {
@@ -367,7 +368,7 @@ struct vd_lease_holder {
 	char user[32];
 	int32_t pid;                /* the job's first process */
 	int32_t pgid;               /* the job's process group */
-	char command[256];          /* the job's command line, cut to fit */
+	char command[VD_COMMAND_MAX]; /* the job's command line, cut to fit */
 	int64_t since;              /* when the lease was taken, seconds since the epoch */
 };
 
@@ -380,15 +381,17 @@ struct vd_leases {
  * The lease directory: VISDEV_LEASE_DIR when set, else the system-wide
  * default shared by every user of the machine, VD_LEASE_DIR_DEFAULT.
  */
-#define VD_LEASE_DIR_DEFAULT "/tmp/visdev-leases"
+#define VD_LEASE_DIR_DEFAULT "/dev/shm/visdev-leases"
 VD_API const char *vd_lease_dir(void);
 
 /*
- * Reads the live leases in dir (created if missing). sys, when not NULL,
- * is used to tell how much of each shared reservation the job has not yet
- * allocated. A directory that others could tamper with (writable by others
- * without the sticky bit, owned by another user who is not root, a symlink)
- * is refused with VD_EPERM. Free with vd_leases_free().
+ * Reads the live leases in dir (created, shared by all users, if missing).
+ * sys, when not NULL, is used to tell how much of each shared reservation
+ * the job has not yet allocated. A directory that others could tamper with
+ * (a symbolic link, or writable by others without the sticky bit) is
+ * refused with VD_EPERM, a relative path with VD_EINVAL. The holders come
+ * sorted by device (in sys's order when given, else by UUID), then oldest
+ * first. Free with vd_leases_free().
  */
 VD_API int vd_leases_read(struct vd_leases **out, const char *dir, const struct vd_system *sys);
 VD_API void vd_leases_free(struct vd_leases *leases);
@@ -407,7 +410,9 @@ struct vd_select_options;
  * others to see (who holds what). Returns 0 and *out, or VD_ENOFIT with
  * *choice's reasons (and *out NULL); *choice, when not NULL, is the
  * caller's to free either way. Errors: VD_EPERM for an unsafe lease
- * directory or lock file (a symlink), VD_EIO, VD_ENOMEM.
+ * directory or lock file (a symlink), VD_EINVAL for a relative directory,
+ * VD_EBUSY when the devices chosen kept being taken by others (try again),
+ * VD_EIO, VD_ENOMEM.
  *
  * The lease lasts while any process holds its lock descriptors: this
  * process, and any child that inherited them (see vd_lease_inherit). It

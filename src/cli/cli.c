@@ -191,14 +191,19 @@ int cli_parse_index_list(unsigned **out, size_t *nout, const char *option, const
 	return 0;
 }
 
-int cli_resolve_env(struct vd_resolution **out, const struct vd_system *sys)
+int cli_resolve_env(struct vd_resolution **out, const struct vd_system *sys, int say_notes)
 {
 	enum vd_order order;
 	int err;
 
 	vd_order_parse(&order, getenv("CUDA_DEVICE_ORDER"));
 	err = vd_visible_resolve(out, sys, getenv("CUDA_VISIBLE_DEVICES"), order);
-	return err ? cli_library_error(err) : EXIT_OK;
+	if (err)
+		return cli_library_error(err);
+	for (size_t i = 0; say_notes && (*out)->set && i < (*out)->nwarnings; i++)
+		cli_error("note: CUDA_VISIBLE_DEVICES=%s: %s", getenv("CUDA_VISIBLE_DEVICES"),
+			  (*out)->warnings[i]);
+	return EXIT_OK;
 }
 
 void cli_print_notes(char *const *notes, size_t n)
@@ -338,7 +343,9 @@ void cli_format_time(char *buf, size_t n, int64_t t)
 	time_t tt = (time_t)t;
 	struct tm tm;
 
-	if (!localtime_r(&tt, &tm) || !strftime(buf, n, "%Y-%m-%dT%H:%M:%S", &tm))
+	if (t <= 0)
+		snprintf(buf, n, "unknown");
+	else if (!localtime_r(&tt, &tm) || !strftime(buf, n, "%Y-%m-%dT%H:%M:%S%z", &tm))
 		snprintf(buf, n, "%lld", (long long)t);
 }
 

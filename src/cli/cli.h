@@ -86,8 +86,12 @@ int cli_name_width(const struct vd_system *sys);
  */
 int cli_parse_index_list(unsigned **out, size_t *nout, const char *option, const char *text);
 
-/* The resolution of the environment's CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER. */
-int cli_resolve_env(struct vd_resolution **out, const struct vd_system *sys);
+/*
+ * The resolution of the environment's CUDA_VISIBLE_DEVICES and
+ * CUDA_DEVICE_ORDER. With say_notes, what the engine noticed about a set
+ * value (an order it had to assume, say) is printed to stderr.
+ */
+int cli_resolve_env(struct vd_resolution **out, const struct vd_system *sys, int say_notes);
 
 /* Options of pick and run: which devices, and how to write them for the child. */
 struct cli_select {
@@ -147,7 +151,7 @@ void cli_print_reasons(const struct vd_choice *choice);
 /* A lease as JSON: {"user", "pid", "command", "since", "mode", "mem_mib"}. */
 json_t *cli_json_lease(const struct vd_lease_holder *h);
 
-/* "2026-12-03T10:02:00" (local time) for a time in seconds since the epoch. */
+/* "2026-12-03T10:02:00+0100" (local time), "unknown" for 0, from seconds since the epoch. */
 void cli_format_time(char *buf, size_t n, int64_t t);
 
 /* Prints what the engine found: warnings and the environment's near misses, as "note: ...". */

@@ -277,7 +277,7 @@ int cmd_list(int argc, char **argv)
 	rc = cli_snapshot(&sys, &g);
 	if (rc)
 		return rc;
-	rc = cli_resolve_env(&res, sys);
+	rc = cli_resolve_env(&res, sys, 0);
 	if (rc)
 		goto out;
 	/* the GPUs are worth listing even when the lease directory cannot be read */

@@ -107,7 +107,7 @@ int cmd_pick(int argc, char **argv)
 	rc = cli_snapshot(&sys, &g);
 	if (rc)
 		goto out;
-	rc = cli_resolve_env(&parent, sys);
+	rc = cli_resolve_env(&parent, sys, 1);
 	if (rc)
 		goto out;
 	err = vd_leases_read(&leases, vd_lease_dir(), sys);

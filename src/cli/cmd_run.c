@@ -43,16 +43,28 @@ static void forward(int sig)
 		kill(-(pid_t)job_pgid, sig);
 }
 
+/* The signals passed on to the job, and those that were ignored when visdev started. */
+static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP };
+static sigset_t forwarded_set;
+
+/*
+ * Passes SIGINT, SIGTERM and SIGHUP on to the job, except any that was
+ * ignored when visdev started (nohup): that stays ignored, for the job too.
+ */
 static void handle_signals(void)
 {
-	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
-	struct sigaction sa;
+	struct sigaction sa, old;
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = forward;
 	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-		sigaction(sigs[i], &sa, NULL);
+	sigemptyset(&forwarded_set);
+	for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++) {
+		sigaddset(&forwarded_set, forwarded[i]);
+		if (sigaction(forwarded[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+			continue;
+		sigaction(forwarded[i], &sa, NULL);
+	}
 }
 
 /* The program CMD names: itself when it has a '/', else found on PATH. NULL when not found. */
@@ -116,6 +128,7 @@ static void give_terminal(pid_t pgid)
 static int run_job(struct vd_lease *lease, const char *program, char **argv)
 {
 	int fds[2], status, child_errno = 0, own_tty;
+	sigset_t old_mask;
 	pid_t pid;
 	ssize_t n;
 
@@ -124,22 +137,32 @@ static int run_job(struct vd_lease *lease, const char *program, char **argv)
 		cli_error("cannot start '%s': %s", argv[0], strerror(errno));
 		return EXIT_FAIL;
 	}
+	/* a signal that comes while the job starts waits until it can reach the job */
+	sigprocmask(SIG_BLOCK, &forwarded_set, &old_mask);
 	pid = fork();
 	if (pid < 0) {
+		sigprocmask(SIG_SETMASK, &old_mask, NULL);
 		cli_error("cannot start '%s': %s", argv[0], strerror(errno));
 		return EXIT_FAIL;
 	}
 	if (pid == 0) {
 		/* the child: async-signal-safe calls only */
+		struct sigaction dfl;
 		int e;
 
 		close(fds[0]);
 		setpgid(0, 0);
 		if (own_tty)
 			give_terminal(getpid());
-		signal(SIGINT, SIG_DFL);
-		signal(SIGTERM, SIG_DFL);
-		signal(SIGHUP, SIG_DFL);
+		memset(&dfl, 0, sizeof(dfl));
+		dfl.sa_handler = SIG_DFL;
+		for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++) {
+			struct sigaction cur;
+
+			if (sigaction(forwarded[i], NULL, &cur) == 0 && cur.sa_handler == forward)
+				sigaction(forwarded[i], &dfl, NULL);
+		}
+		sigprocmask(SIG_SETMASK, &old_mask, NULL);
 		if (vd_lease_inherit(lease) == 0)
 			execve(program, argv, environ);
 		e = errno;
@@ -149,15 +172,31 @@ static int run_job(struct vd_lease *lease, const char *program, char **argv)
 	close(fds[1]);
 	setpgid(pid, pid);
 	job_pgid = pid;
+	sigprocmask(SIG_SETMASK, &old_mask, NULL);
 	if (own_tty)
 		give_terminal(pid);
-	vd_lease_set_job(lease, pid, pid);
+	if (vd_lease_set_job(lease, pid, pid))
+		cli_error("note: the lease record still names visdev, not the job: %s",
+			  vd_error_last());
 	do
 		n = read(fds[0], &child_errno, sizeof(child_errno));
 	while (n < 0 && errno == EINTR);
 	close(fds[0]);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
+	for (;;) {
+		if (waitpid(pid, &status, own_tty ? WUNTRACED : 0) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (!WIFSTOPPED(status))
+			break;
+		/* Ctrl-Z: stop with the job, as a shell's job would, and resume it with us */
+		give_terminal(getpgrp());
+		kill(getpid(), SIGSTOP);
+		if (tcgetpgrp(STDIN_FILENO) == getpgrp())
+			give_terminal(pid);
+		kill(-pid, SIGCONT);
+	}
 	job_pgid = 0;
 	if (own_tty)
 		give_terminal(getpgrp());
@@ -168,6 +207,15 @@ static int run_job(struct vd_lease *lease, const char *program, char **argv)
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return WEXITSTATUS(status);
+}
+
+/* Whether a word is a number of seconds, as --wait takes. */
+static int parse_number(const char *s)
+{
+	char *end;
+
+	strtod(s, &end);
+	return end != s && !*end;
 }
 
 /* Parses --wait's SECONDS; -1 for ever. Returns -2 (after saying why) when malformed. */
@@ -215,7 +263,7 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys, const str
 	for (;;) {
 		rc = cli_snapshot(sys, g);
 		if (!rc)
-			rc = cli_resolve_env(&parent, *sys);
+			rc = cli_resolve_env(&parent, *sys, !said);
 		if (rc)
 			break;
 		err = vd_lease_acquire(lease, &choice, dir, *sys, parent, &sel->opts, cmdline);
@@ -223,6 +271,11 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys, const str
 		parent = NULL;
 		if (!err)
 			break;
+		if (err == VD_EBUSY && watch) {
+			vd_system_free(*sys);
+			*sys = NULL;
+			continue; /* others took the devices first: choose again */
+		}
 		if (err != VD_ENOFIT) {
 			rc = cli_library_error(err);
 			break;
@@ -308,6 +361,13 @@ int cmd_run(int argc, char **argv)
 		rc = cli_usage_error(usage);
 		goto out;
 	}
+	if (wait == -1 && optind + 1 < argc && parse_number(argv[optind])) {
+		cli_error("--wait takes its seconds as --wait=%s; as written, '%s' would be run as "
+			  "the command",
+			  argv[optind], argv[optind]);
+		rc = EXIT_USAGE;
+		goto out;
+	}
 	program = find_program(argv[optind]);
 	if (!program) {
 		cli_error("cannot run '%s': command not found", argv[optind]);
@@ -317,6 +377,11 @@ int cmd_run(int argc, char **argv)
 	cmdline = join_args(argv + optind);
 	handle_signals();
 	rc = lease_gpus(&lease, &sys, &g, &sel, dir, wait, cmdline);
+	if (got_signal) {
+		/* asked to stop while leasing: the job is not started */
+		rc = 128 + got_signal;
+		goto out;
+	}
 	if (rc == EXIT_NONE && sel.or_cpu) {
 		cli_error("no GPU fits; running on the CPU (--or-cpu): CUDA_VISIBLE_DEVICES is empty");
 		value = strdup("");
@@ -324,7 +389,7 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	} else {
 		devs = vd_lease_devices(lease, &ndevs);
-		rc = cli_resolve_env(&parent, sys);
+		rc = cli_resolve_env(&parent, sys, 0);
 		if (!rc)
 			rc = cli_child_value(&value, sys, parent, devs, ndevs, sel.format);
 		if (rc)

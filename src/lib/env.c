@@ -128,29 +128,6 @@ void vd_container_view_free(struct vd_container_view *view)
 	free(view);
 }
 
-/* Edit distance between a and b, case ignored, or a large number past 3. */
-static size_t distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b), prev[64], cur[64];
-
-	if (la >= 63 || lb >= 63)
-		return 99;
-	for (size_t j = 0; j <= lb; j++)
-		prev[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		cur[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t sub = prev[j - 1] + (toupper((unsigned char)a[i - 1]) !=
-						    toupper((unsigned char)b[j - 1]));
-			size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
-
-			cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-		}
-		memcpy(prev, cur, (lb + 1) * sizeof(*prev));
-	}
-	return prev[lb];
-}
-
 /* The variables whose near misses are worth a word. */
 static const char *const watched[] = {
 	"CUDA_VISIBLE_DEVICES",
@@ -166,7 +143,7 @@ static int check_name(char ***out, size_t *n, const char *name)
 
 		if (!strcmp(name, watched[w]))
 			return 0;
-		d = distance(name, watched[w]);
+		d = str_distance(name, watched[w], 1);
 		if (d == 0)
 			return strings_push(out, n,
 					    "'%s' is set, but CUDA reads only '%s' (upper case): "

@@ -19,6 +19,12 @@ int error_set(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3
 /* Copies src into dst of size n, always terminated, cut if need be. */
 void str_copy(char *dst, const char *src, size_t n);
 
+/*
+ * The edit distance of two strings (case ignored with fold_case), or
+ * SIZE_MAX when one is longer than 63 characters.
+ */
+size_t str_distance(const char *a, const char *b, int fold_case);
+
 /* Appends a formatted line to a growing array of strings. */
 int strings_push(char ***list, size_t *n, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -57,6 +63,15 @@ extern const char demo_json[];
  * cuda_driver_version -1). Errors: VD_ENOMEM.
  */
 int system_new(struct vd_system **out, size_t ngpus);
+
+/*
+ * From this driver on, a process can use one MIG device per GPU instance;
+ * before it, one MIG device in all.
+ */
+#define MIG_PER_GI_MAJOR 570
+
+/* The driver's major version ("550.54.15" is 550), or 0 when unknown. */
+unsigned system_driver_major(const struct vd_system *sys);
 
 /*
  * Copies a snapshot deeply (GPUs, their processes and MIG instances,

@@ -89,20 +89,38 @@ static int dir_open(int *out, const char *dir)
 	int fd, err;
 
 	*out = -1;
+	if (dir[0] != '/')
+		return error_set(VD_EINVAL,
+				 "lease directory '%s' is not an absolute path: jobs started from "
+				 "other folders would not see each other's leases; set "
+				 "VISDEV_LEASE_DIR to an absolute path",
+				 dir);
 	if (mkdir(dir, 01777) == 0)
 		chmod(dir, 01777); /* not narrowed by the umask: every user shares it */
 	else if (errno != EEXIST)
 		return error_set(errno == EACCES ? VD_EPERM : VD_EIO,
-				 "cannot create lease directory '%s': %s", dir, strerror(errno));
+				 "cannot create lease directory '%s': %s; set VISDEV_LEASE_DIR to "
+				 "a directory you can write, or ask an administrator to run "
+				 "'install -d -m 1777 %s'",
+				 dir, strerror(errno), dir);
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
-		if (errno == ELOOP || errno == ENOTDIR)
+		struct stat st;
+
+		if (errno == ELOOP || (errno == ENOTDIR && lstat(dir, &st) == 0 && S_ISLNK(st.st_mode)))
 			return error_set(VD_EPERM,
-					 "lease directory '%s' is a symbolic link or not a directory: "
-					 "refusing it",
+					 "lease directory '%s' is a symbolic link: refusing it; point "
+					 "VISDEV_LEASE_DIR at the real directory",
 					 dir);
-		return error_set(VD_EIO, "cannot open lease directory '%s': %s", dir,
-				 strerror(errno));
+		if (errno == ENOTDIR)
+			return error_set(VD_EPERM,
+					 "lease directory '%s' is not a directory; set "
+					 "VISDEV_LEASE_DIR to a directory",
+					 dir);
+		return error_set(errno == EACCES ? VD_EPERM : VD_EIO,
+				 "cannot open lease directory '%s': %s; ask an administrator to "
+				 "make it shared ('chmod 1777 %s')",
+				 dir, strerror(errno), dir);
 	}
 	err = check_dir(fd, dir);
 	if (err) {
@@ -127,7 +145,9 @@ static int lock_open(int *out, int dfd, const char *dir, const char *name)
 					 "lock file '%s/%s' is a symbolic link: refusing it; remove it",
 					 dir, name);
 		return error_set(errno == EACCES ? VD_EPERM : VD_EIO,
-				 "cannot open lock file '%s/%s': %s", dir, name, strerror(errno));
+				 "cannot open lock file '%s/%s': %s; ask its owner or an "
+				 "administrator to make it readable by all ('chmod 644')",
+				 dir, name, strerror(errno));
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
@@ -187,8 +207,10 @@ static int holders_from_record(struct vd_leases *l, json_t *rec)
 	const char *mode = json_string_value(json_object_get(rec, "mode"));
 	size_t i;
 
-	if (!json_is_array(uuids) || !mode)
-		return 0; /* not (yet) a whole record: nothing to count */
+	if (!json_is_array(uuids) || !mode ||
+	    json_integer_value(json_object_get(rec, "mem_mib")) < 0 ||
+	    json_integer_value(json_object_get(rec, "since")) < 0)
+		return 0; /* not a whole record: its lock still counts, as a holder unknown */
 	json_array_foreach(uuids, i, u)
 	{
 		struct vd_lease_holder *grown, *h;
@@ -266,14 +288,20 @@ static int records_read(struct vd_leases *l, int dfd, int tidy)
 	}
 	rewinddir(d);
 	while (!err && (e = readdir(d))) {
+		struct stat st;
 		json_t *rec;
 		int fd;
 
 		if (!is_record(e->d_name))
 			continue;
-		fd = openat(dfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		/* not blocking: a FIFO planted under a record's name must not hang us */
+		fd = openat(dfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 		if (fd < 0)
 			continue;
+		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+			close(fd);
+			continue;
+		}
 		if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
 			/* nobody holds it: the lease ended */
 			if (tidy)
@@ -318,6 +346,33 @@ static void count_unused(struct vd_leases *l, const struct vd_system *sys)
 	}
 }
 
+/* A holder's device's place in the snapshot (GPU index, then MIG instance), for sorting. */
+static long device_place(const struct vd_system *sys, const char *uuid)
+{
+	for (size_t g = 0; sys && g < sys->ngpus; g++) {
+		if (!strcmp(sys->gpus[g].uuid, uuid))
+			return (long)g * 256;
+		for (size_t m = 0; m < sys->gpus[g].nmig; m++)
+			if (!strcmp(sys->gpus[g].mig[m].uuid, uuid))
+				return (long)g * 256 + 1 + (long)m;
+	}
+	return -1;
+}
+
+/* Orders holders by device (as the snapshot has them, else by UUID), then by age. */
+static int holder_order(const void *pa, const void *pb, void *ctx)
+{
+	const struct vd_lease_holder *a = pa, *b = pb;
+	long da = device_place(ctx, a->uuid), db = device_place(ctx, b->uuid);
+	int c = da != db ? (da > db) - (da < db) : strcmp(a->uuid, b->uuid);
+
+	if (c)
+		return c;
+	if (a->since != b->since)
+		return (a->since > b->since) - (a->since < b->since);
+	return (a->pid > b->pid) - (a->pid < b->pid);
+}
+
 static int leases_read_fd(struct vd_leases **out, int dfd, const struct vd_system *sys, int tidy)
 {
 	struct vd_leases *l = calloc(1, sizeof(*l));
@@ -333,6 +388,8 @@ static int leases_read_fd(struct vd_leases **out, int dfd, const struct vd_syste
 	}
 	if (sys)
 		count_unused(l, sys);
+	/* the directory's order is no order: the same leases always read the same */
+	qsort_r(l->holders, l->n, sizeof(*l->holders), holder_order, (void *)(uintptr_t)sys);
 	*out = l;
 	return 0;
 }
@@ -375,12 +432,15 @@ static int add_unknown_holder(struct vd_leases *l, const char *uuid, int exclusi
 	return 0;
 }
 
-/* The record's JSON for this lease. */
+/* The record's JSON for this lease; the command is cut to what a holder keeps of it. */
 static json_t *record_new(const struct vd_system *sys, const struct vd_lease *lease,
 			  const struct vd_select_options *opts, const char *command)
 {
 	struct passwd *pw = getpwuid(geteuid());
 	json_t *uuids = json_array();
+	char cut[VD_COMMAND_MAX];
+
+	str_copy(cut, command ? command : "", sizeof(cut));
 
 	for (size_t i = 0; i < lease->ndevices; i++)
 		json_array_append_new(uuids, json_string(device_uuid(sys, lease->devices[i])));
@@ -388,7 +448,7 @@ static json_t *record_new(const struct vd_system *sys, const struct vd_lease *le
 			 opts->mem_mib ? "shared" : "exclusive", "mem_mib",
 			 (json_int_t)opts->mem_mib, "uid", (json_int_t)geteuid(), "user",
 			 pw ? pw->pw_name : "?", "pid", (json_int_t)getpid(), "pgid",
-			 (json_int_t)getpgrp(), "command", command ? command : "", "since",
+			 (json_int_t)getpgrp(), "command", cut, "since",
 			 (json_int_t)time(NULL));
 }
 
@@ -593,11 +653,16 @@ void vd_lease_free(struct vd_lease *lease)
 {
 	if (!lease)
 		return;
+	/*
+	 * The record before the locks: a waiter woken by a lock file's release
+	 * must not find the record still live.
+	 */
+	if (lease->record_fd >= 0)
+		close(lease->record_fd);
 	lease_unlock(lease);
 	if (lease->record_fd >= 0) {
 		int probe;
 
-		close(lease->record_fd);
 		/* the record goes once no inheriting child still holds the lease */
 		probe = openat(lease->dir_fd, lease->record_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (probe >= 0 && flock(probe, LOCK_EX | LOCK_NB) == 0)

@@ -88,7 +88,6 @@
 #include "internal.h"
 
 #define SUBSET_LIMIT	 200000 /* subsets weighed one by one, at most */
-#define MIG_PER_GI_MAJOR 570 /* from this driver on, one MIG device per GPU instance */
 #define KEY_LEN		 5
 #define NAMED_PROCESSES	 2
 
@@ -137,11 +136,6 @@ struct search {
 static int64_t sat_add(int64_t a, int64_t b)
 {
 	return a > INT64_MAX - b ? INT64_MAX : a + b;
-}
-
-static unsigned driver_major(const struct vd_system *sys)
-{
-	return (unsigned)strtoul(sys->driver_version, NULL, 10);
 }
 
 static int is_visible(const struct vd_resolution *parent, const struct unit *u)
@@ -753,6 +747,16 @@ int vd_select(struct vd_choice **out, const struct vd_system *sys, const struct 
 	int err, found = 0;
 
 	*out = NULL;
+	for (size_t i = 0; i < opts->nexclude; i++)
+		if (opts->exclude[i] >= sys->ngpus)
+			return error_set(VD_EINVAL,
+					 "there is no GPU %u to exclude: this machine has %zu GPU%s; "
+					 "'visdev list' shows them",
+					 opts->exclude[i], sys->ngpus, sys->ngpus == 1 ? "" : "s");
+	if (opts->model && !*opts->model)
+		return error_set(VD_EINVAL,
+				 "an empty model pattern would match every GPU: give part of a "
+				 "name, such as A100");
 	choice = calloc(1, sizeof(*choice));
 	if (!choice)
 		return error_set(VD_ENOMEM, "out of memory");
@@ -761,7 +765,7 @@ int vd_select(struct vd_choice **out, const struct vd_system *sys, const struct 
 		err = link_table(&s);
 	if (err)
 		goto out;
-	s.mig_per_gi = driver_major(sys) >= MIG_PER_GI_MAJOR;
+	s.mig_per_gi = system_driver_major(sys) >= MIG_PER_GI_MAJOR;
 	fit = malloc((s.nunits ? s.nunits : 1) * sizeof(*fit));
 	order = malloc((s.nunits ? s.nunits : 1) * sizeof(*order));
 	if (!fit || !order) {

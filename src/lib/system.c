@@ -114,3 +114,8 @@ const char *vd_link_level_name(enum vd_link_level level)
 		return NULL;
 	return names[level];
 }
+
+unsigned system_driver_major(const struct vd_system *sys)
+{
+	return (unsigned)strtoul(sys->driver_version, NULL, 10);
+}

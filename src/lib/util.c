@@ -1,6 +1,8 @@
 /*
  * util.c - small string helpers shared by the modules.
  */
+#include <ctype.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +40,38 @@ int strings_push(char ***list, size_t *n, const char *fmt, ...)
 	grown[*n] = NULL;
 	*list = grown;
 	return 0;
+}
+
+size_t str_distance(const char *a, const char *b, int fold_case)
+{
+	size_t la = strlen(a), lb = strlen(b), row[64];
+
+	if (la >= 64 || lb >= 64)
+		return SIZE_MAX;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			int ca = (unsigned char)a[i - 1], cb = (unsigned char)b[j - 1];
+			size_t up = row[j], best;
+
+			if (fold_case) {
+				ca = toupper(ca);
+				cb = toupper(cb);
+			}
+			best = diag + (ca != cb);
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			diag = up;
+			row[j] = best;
+		}
+	}
+	return row[lb];
 }
 
 void vd_strings_free(char **strings, size_t n)

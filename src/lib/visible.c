@@ -13,7 +13,6 @@
 
 #include "internal.h"
 
-#define MIG_PER_GI_MAJOR 570 /* from this driver on, one MIG device per GPU instance */
 
 const char *vd_order_name(enum vd_order order)
 {
@@ -180,17 +179,11 @@ static int stop_at(struct vd_resolution *res, enum vd_stop_reason reason, size_t
 	return res->stop_token ? 0 : error_set(VD_ENOMEM, "out of memory");
 }
 
-/* The driver's major version ("550.54.15" is 550), or 0 when unknown. */
-static unsigned driver_major(const struct vd_system *sys)
-{
-	return (unsigned)strtoul(sys->driver_version, NULL, 10);
-}
-
 /* Warnings about what CUDA will do with the devices the value names. */
 static int explain_devices(struct vd_resolution *res, const struct vd_system *sys)
 {
 	size_t nmig = 0, ninstances = 0;
-	unsigned major = driver_major(sys);
+	unsigned major = system_driver_major(sys);
 	int err;
 
 	for (size_t i = 0; i < res->ndevices; i++) {

@@ -457,6 +457,28 @@ static void test_huge_n(void **state)
 	vd_choice_free(c);
 }
 
+/* A GPU to exclude that is not on the machine, or an empty model, is a mistake, not a no-op. */
+static void test_bad_options(void **state)
+{
+	const struct vd_system *sys = need_fixture("select-islands");
+	static const unsigned beyond[] = { 1, 8 };
+	struct vd_select_options opts;
+	struct vd_choice *c = NULL;
+
+	(void)state;
+	vd_select_options_init(&opts);
+	opts.exclude = beyond;
+	opts.nexclude = 2;
+	assert_int_equal(vd_select(&c, sys, NULL, NULL, &opts), VD_EINVAL);
+	assert_null(c);
+	assert_non_null(strstr(vd_error_last(), "there is no GPU 8 to exclude"));
+	vd_select_options_init(&opts);
+	opts.model = "";
+	assert_int_equal(vd_select(&c, sys, NULL, NULL, &opts), VD_EINVAL);
+	assert_null(c);
+	assert_non_null(strstr(vd_error_last(), "empty model pattern"));
+}
+
 /* Processes: plural, two named, the rest counted, a nameless one by pid. */
 static void test_busy_words(void **state)
 {
@@ -511,6 +533,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_nulls),
 		cmocka_unit_test(test_empty_system),
 		cmocka_unit_test(test_huge_n),
+		cmocka_unit_test(test_bad_options),
 		cmocka_unit_test(test_busy_words),
 	};
 	static const struct table table = {
