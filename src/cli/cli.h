@@ -116,7 +116,7 @@ struct cli_select {
 	"  --min-free SIZE    at least this much free memory on each (8G, 8GiB, 8192M;\n"  \
 	"                     a bare number is MiB)\n"                                     \
 	"  --max-util PCT     at most this utilisation on each\n"                          \
-	"  --model PATTERN    only GPUs whose name matches (A100, 'H100*'), case ignored\n" \
+	"  --model PATTERN    only GPUs whose name matches anywhere (A100, 'H100*HBM3')\n" \
 	"  --exclude LIST     never these GPUs (indices, e.g. 0,3)\n"                      \
 	"  --policy POLICY    most-free (default), least-used, or pack\n"                  \
 	"  --mem SIZE         share a GPU: reserve SIZE of its memory, not the whole GPU\n" \

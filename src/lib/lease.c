@@ -389,7 +389,9 @@ static int leases_read_fd(struct vd_leases **out, int dfd, const struct vd_syste
 	if (sys)
 		count_unused(l, sys);
 	/* the directory's order is no order: the same leases always read the same */
-	qsort_r(l->holders, l->n, sizeof(*l->holders), holder_order, (void *)(uintptr_t)sys);
+	if (l->n > 1)
+		qsort_r(l->holders, l->n, sizeof(*l->holders), holder_order,
+			(void *)(uintptr_t)sys);
 	*out = l;
 	return 0;
 }

@@ -17,9 +17,10 @@
  * - it has not fallen off the bus;
  * - its GPU is not excluded (excluding a GPU excludes its MIG instances);
  * - (a GPU in MIG mode without MIG instances: never, and it says so);
- * - its GPU's name matches the model: fnmatch(3) with the case ignored, or,
- *   for a pattern without wildcards (* ? [), a substring of the name with
- *   the case ignored, so that "A100" matches "NVIDIA A100-SXM4-80GB";
+ * - its GPU's name matches the model anywhere in it, case ignored: a shell
+ *   pattern (fnmatch(3)) that may begin and end anywhere in the name, so
+ *   that "A100" and "H100*HBM3" match "NVIDIA A100-SXM4-80GB" and "NVIDIA
+ *   H100 80GB HBM3" (names begin with "NVIDIA", "Tesla" and the like);
  * - no lease stands in the way (a lease holds a unit by its GPU- or MIG-
  *   UUID; one on the UUID of a GPU in MIG mode holds none of its MIG
  *   instances, as leases are taken per unit): an exclusive request (mem_mib 0) wants no live lease
@@ -159,12 +160,21 @@ static int is_excluded(const struct vd_select_options *opts, unsigned gpu)
 	return 0;
 }
 
-/* fnmatch with the case ignored; a pattern without wildcards is a substring too. */
+/* Whether the pattern matches anywhere in the name, case ignored. */
 static int model_matches(const char *pattern, const char *name)
 {
-	if (fnmatch(pattern, name, FNM_CASEFOLD) == 0)
-		return 1;
-	return !strpbrk(pattern, "*?[") && strcasestr(name, pattern);
+	size_t len = strlen(pattern);
+	char *anywhere = malloc(len + 3);
+	int match;
+
+	if (!anywhere)
+		return 0;
+	anywhere[0] = '*';
+	memcpy(anywhere + 1, pattern, len);
+	memcpy(anywhere + 1 + len, "*", 2);
+	match = fnmatch(anywhere, name, FNM_CASEFOLD) == 0;
+	free(anywhere);
+	return match;
 }
 
 /* Counts the leases on u, picks the one to name, and sums the reservations. */

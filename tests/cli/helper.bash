@@ -38,3 +38,13 @@ assert_status() {
 		return 1
 	fi
 }
+
+# Waits up to 10 s for a command to succeed; fails (never hangs) otherwise.
+wait_for() {
+	for _ in $(seq 100); do
+		"$@" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	echo "timed out waiting for: $*" >&2
+	return 1
+}

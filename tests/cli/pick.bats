@@ -78,6 +78,7 @@ load helper
 }
 
 @test "every value pick writes resolves, under CUDA's rules, to exactly the GPUs chosen" {
+	checked=0
 	for args in "-n 1" "-n 2" "-n 3" "-n 4" "-n 2 --format uuid" "-n 3 --policy least-used" \
 		"-n 2 --exclude 1" "-n 1 --policy pack --mem 10G"; do
 		for parent in unset 0,2,3 1,3; do
@@ -92,8 +93,11 @@ load helper
 			got=$("$VISDEV" --fixture "$FIXTURES/four.json" map --order pci --json -- "$value" |
 				jq -c '[.devices[].index]')
 			[ "$got" = "$want" ] || { echo "$args / $parent: '$value' gives $got, want $want"; return 1; }
+			checked=$((checked + 1))
 		done
 	done
+	# some combinations do not fit (4 GPUs under a 3-GPU parent): most do
+	[ "$checked" -ge 16 ] || { echo "only $checked values checked"; return 1; }
 }
 
 @test "malformed selection options are usage errors" {
@@ -118,4 +122,45 @@ load helper
 	run "$VISDEV" pick --help
 	assert_status 0
 	assert_output_has "pick reserves nothing"
+}
+
+@test "pick --model, --max-util and --policy choose as asked" {
+	run "$VISDEV" --demo pick --model '2080*' --json
+	assert_status 0
+	[ "$(jq -c '[.devices[].index]' <<<"$output")" = "[3]" ]
+	# the most free memory first: the P100 (16 GiB free) before the 2080 Ti (11 GiB)
+	run "$VISDEV" --demo pick --json
+	[ "$(jq -c '[.devices[].index]' <<<"$output")" = "[1]" ]
+	# the tightest fit first
+	run "$VISDEV" --demo pick --policy pack --json
+	[ "$(jq -c '[.devices[].index]' <<<"$output")" = "[3]" ]
+	run "$VISDEV" --demo pick --max-util 0 -n 2 --json
+	assert_status 0
+	run "$VISDEV" --fixture "$FIXTURES/mixed.json" pick --max-util 50 -n 4
+	assert_status 3
+	assert_output_has "utilis"
+}
+
+@test "a MIG instance is chosen by its UUID, and the value means it" {
+	run "$VISDEV" --fixture "$FIXTURES/mig.json" pick --json --min-free 1G --exclude 1
+	assert_status 0
+	value=$(jq -r .env.CUDA_VISIBLE_DEVICES <<<"$output")
+	uuid=$(jq -r '.devices[0].uuid' <<<"$output")
+	[ "$value" = "$uuid" ] && [[ "$value" == MIG-* ]]
+	got=$("$VISDEV" --fixture "$FIXTURES/mig.json" map --json -- "$value" | jq -r '.devices[0].uuid')
+	[ "$got" = "$uuid" ]
+}
+
+@test "an --exclude beyond the machine and an empty --model are errors" {
+	run "$VISDEV" --demo pick --exclude 9
+	assert_status 2
+	assert_output_has "there is no GPU 9 to exclude"
+	run "$VISDEV" --demo pick --model ''
+	assert_status 2
+	assert_output_has "empty model pattern"
+}
+
+@test "under a parent value read in an assumed order, pick says so" {
+	CUDA_VISIBLE_DEVICES=1 run "$VISDEV" --fixture "$FIXTURES/engine-norank.json" pick
+	assert_output_has "fastest-first order is unknown"
 }

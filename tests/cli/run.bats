@@ -77,7 +77,7 @@ wait_leases() {
 	assert_status 3
 	[ "$(one leases --json | jq '.leases | length')" -eq 1 ]
 	kill "$job"
-	while kill -0 "$job" 2>/dev/null; do sleep 0.05; done
+	wait_for eval '! kill -0 "$job"'
 	run one run -- true
 	assert_status 0
 	[ "$(one leases --json | jq '.leases | length')" -eq 0 ]
@@ -87,7 +87,7 @@ wait_leases() {
 	one run -- sh -c 'trap "echo term > got; exit 3" TERM; sleep 100 & echo $! > bg; wait' &
 	visdev_pid=$!
 	wait_leases 1
-	while [ ! -s bg ]; do sleep 0.05; done
+	wait_for test -s bg
 	kill -TERM "$visdev_pid"
 	status=0
 	wait "$visdev_pid" || status=$?
@@ -220,4 +220,106 @@ wait_leases() {
 	run one run --help
 	assert_status 0
 	assert_output_has "usage: visdev run"
+}
+
+@test "a signal ignored when visdev starts (nohup) stays ignored, for the job too" {
+	(trap '' HUP; exec "$VISDEV" --fixture "$FIXTURES/one.json" run -- \
+		sh -c 'for i in $(seq 200); do [ -e go ] && break; sleep 0.05; done; echo survived > out') &
+	visdev_pid=$!
+	wait_leases 1
+	kill -HUP "$visdev_pid"
+	touch go
+	status=0
+	wait "$visdev_pid" || status=$?
+	[ "$status" -eq 0 ]
+	[ "$(cat out)" = survived ]
+}
+
+@test "SIGINT and SIGHUP reach the job's process group too" {
+	for sig in INT HUP; do
+		rm -f got
+		env --default-signal=INT,HUP "$VISDEV" --fixture "$FIXTURES/one.json" run -- \
+			sh -c "trap 'echo $sig > got; exit 5' $sig; touch started; sleep 20" &
+		visdev_pid=$!
+		wait_for test -e started
+		rm started
+		kill -"$sig" "$visdev_pid"
+		status=0
+		wait "$visdev_pid" || status=$?
+		[ "$status" -eq 5 ] || { echo "$sig: exit $status"; return 1; }
+		[ "$(cat got)" = "$sig" ]
+	done
+}
+
+@test "asked to stop while leasing, run does not start the job" {
+	mkdir -p "$VISDEV_LEASE_DIR"
+	chmod 1777 "$VISDEV_LEASE_DIR"
+	# someone holds the allocation lock: run blocks on it
+	flock "$VISDEV_LEASE_DIR/.alloc.lock" sleep 3 &
+	holder=$!
+	wait_for test -e "$VISDEV_LEASE_DIR/.alloc.lock"
+	env --default-signal=TERM "$VISDEV" --fixture "$FIXTURES/one.json" run -- touch started &
+	visdev_pid=$!
+	sleep 0.3
+	kill -TERM "$visdev_pid"
+	status=0
+	wait "$visdev_pid" || status=$?
+	[ "$status" -eq 143 ]
+	[ ! -e started ]
+	wait "$holder"
+}
+
+@test "a --wait interrupted by SIGINT exits 130 and starts nothing" {
+	one run -- sleep 30 &
+	wait_leases 1
+	env --default-signal=INT "$VISDEV" --fixture "$FIXTURES/one.json" run --wait -- touch started 2>err &
+	waiter=$!
+	for _ in $(seq 100); do grep -q waiting err && break; sleep 0.1; done
+	kill -INT "$waiter"
+	status=0
+	wait "$waiter" || status=$?
+	[ "$status" -eq 130 ]
+	[ ! -e started ]
+	kill %1
+	wait
+}
+
+@test "'--wait 5 -- cmd' is a usage error, not a command named 5" {
+	run one run --wait 5 -- true
+	assert_status 2
+	assert_output_has "--wait=5"
+}
+
+@test "under a parent's restriction, run gives the job the chosen GPU by UUID" {
+	CUDA_VISIBLE_DEVICES=2,3 CUDA_DEVICE_ORDER=PCI_BUS_ID run four run -- sh -c 'echo $CUDA_VISIBLE_DEVICES'
+	assert_status 0
+	[[ "$output" == GPU-2a1b2c3d-* || "$output" == GPU-3a1b2c3d-* ]]
+}
+
+@test "a command longer than a record keeps is cut, and the lease still counts" {
+	long=$(head -c 20000 /dev/zero | tr '\0' a)
+	one run --mem 60G -- sh -c "sleep 30 # $long" &
+	wait_leases 1
+	[ "$(one leases --json | jq -r '.leases[0].command | length')" -eq 255 ]
+	run one run --mem 60G -- true
+	assert_status 3
+	kill %1
+	wait
+}
+
+@test "a relative lease directory is refused" {
+	VISDEV_LEASE_DIR=relative run one run -- true
+	assert_status 2
+	assert_output_has "not an absolute path"
+	[ ! -e relative ]
+}
+
+@test "a FIFO planted in the lease directory does not hang anyone" {
+	mkdir -p "$VISDEV_LEASE_DIR"
+	chmod 1777 "$VISDEV_LEASE_DIR"
+	mkfifo "$VISDEV_LEASE_DIR/lease.1.0.json"
+	run timeout 10 "$VISDEV" --fixture "$FIXTURES/one.json" leases
+	assert_status 0
+	run timeout 10 "$VISDEV" --fixture "$FIXTURES/one.json" run -- true
+	assert_status 0
 }
