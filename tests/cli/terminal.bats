@@ -1,0 +1,45 @@
+#!/usr/bin/env bats
+# visdev run on a real terminal (tmux): the job gets the terminal, Ctrl-Z stops
+# the job and visdev together as one shell job, fg resumes both, Ctrl-C ends it.
+
+load helper
+
+setup() {
+	cd "$BATS_TEST_TMPDIR" || return 1
+	export VISDEV_LEASE_DIR=$BATS_TEST_TMPDIR/leases
+	SESSION=visdev-test-$$-$BATS_TEST_NUMBER
+	tmux -L "$SESSION" new-session -d -s main -x 150 -y 40 \
+		"env -i PATH=$PATH HOME=$BATS_TEST_TMPDIR TERM=xterm PS1='$ ' bash --norc --noprofile -i"
+}
+
+teardown() {
+	tmux -L "$SESSION" kill-server 2>/dev/null || true
+}
+
+type_line() {
+	tmux -L "$SESSION" send-keys -t main "$1" Enter
+}
+
+# The state letter (R, S, T, ...) of the job's process, by the lease record.
+job_state() {
+	local pid
+	pid=$("$VISDEV" --fixture "$FIXTURES/one.json" leases --json | jq -r '.leases[0].pid // empty')
+	[ -n "$pid" ] && awk '{print $3}' "/proc/$pid/stat"
+}
+
+@test "Ctrl-Z stops the job with visdev, fg resumes it, Ctrl-C ends it with 130" {
+	type_line "export VISDEV_LEASE_DIR=$VISDEV_LEASE_DIR"
+	type_line "$VISDEV --fixture $FIXTURES/one.json run -- sleep 100"
+	wait_for eval '[ "$(job_state)" = S ]'
+	tmux -L "$SESSION" send-keys -t main C-z
+	wait_for eval '[ "$(job_state)" = T ]'
+	type_line "jobs > $PWD/jobs"
+	wait_for grep -q Stopped jobs
+	type_line "fg"
+	wait_for eval '[ "$(job_state)" = S ]'
+	tmux -L "$SESSION" send-keys -t main C-c
+	type_line "echo rc=\$? > $PWD/rc"
+	wait_for test -s rc
+	[ "$(cat rc)" = rc=130 ]
+	[ "$("$VISDEV" --fixture "$FIXTURES/one.json" leases --json | jq '.leases | length')" -eq 0 ]
+}
