@@ -38,6 +38,30 @@ int cli_usage_error(const char *usage)
 	return EXIT_USAGE;
 }
 
+int cli_wants_help(const struct cli_globals *g, const char *usage)
+{
+	if (g->help)
+		fputs(usage, stdout);
+	return g->help;
+}
+
+int cli_parse_plain(struct cli_globals *g, int argc, char **argv, const char *usage)
+{
+	static const struct option options[] = { CLI_GLOBAL_OPTIONS };
+	int opt;
+
+	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1)
+		if (!cli_global_option(g, opt, optarg))
+			return cli_usage_error(usage);
+	if (cli_wants_help(g, usage))
+		return EXIT_OK;
+	if (optind < argc) {
+		cli_error("%s takes no arguments ('%s' given)", argv[0], argv[optind]);
+		return cli_usage_error(usage);
+	}
+	return -1;
+}
+
 void cli_error(const char *fmt, ...)
 {
 	va_list ap;

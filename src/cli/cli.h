@@ -53,6 +53,16 @@ int cli_global_option(struct cli_globals *g, int opt, const char *arg);
  */
 int cli_usage_error(const char *usage);
 
+/*
+ * Reads the command line of a command that takes only the global options
+ * and no arguments (list, leases). Returns -1 to go on, or the exit code:
+ * 0 after --help, EXIT_USAGE after saying what is wrong.
+ */
+int cli_parse_plain(struct cli_globals *g, int argc, char **argv, const char *usage);
+
+/* With --help, prints the usage to stdout and returns 1; else 0. */
+int cli_wants_help(const struct cli_globals *g, const char *usage);
+
 /* Prints "visdev: <message>" to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -41,25 +41,17 @@ static void device_label(char *buf, size_t n, const struct vd_system *sys, const
 
 int cmd_leases(int argc, char **argv)
 {
-	static const struct option options[] = { CLI_GLOBAL_OPTIONS };
 	struct cli_globals g = { 0 };
 	struct vd_backend_options bopts;
 	struct vd_backend *b = NULL;
 	struct vd_system *sys = NULL;
 	struct vd_leases *leases = NULL;
-	int opt, err, rc = EXIT_OK;
+	int err, rc;
 
-	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1)
-		if (!cli_global_option(&g, opt, optarg))
-			return cli_usage_error(usage);
-	if (g.help) {
-		fputs(usage, stdout);
-		return EXIT_OK;
-	}
-	if (optind < argc) {
-		cli_error("leases takes no arguments ('%s' given)", argv[optind]);
-		return cli_usage_error(usage);
-	}
+	rc = cli_parse_plain(&g, argc, argv, usage);
+	if (rc >= 0)
+		return rc;
+	rc = EXIT_OK;
 	/* GPU indices are a nicety here: without a backend, devices are shown by UUID */
 	bopts = g.backend;
 	bopts.use_env = 1;

@@ -254,26 +254,17 @@ static void print_mapping(const struct vd_system *sys, const struct vd_resolutio
 
 int cmd_list(int argc, char **argv)
 {
-	static const struct option options[] = { CLI_GLOBAL_OPTIONS };
 	struct cli_globals g = { 0 };
 	struct vd_system *sys = NULL;
 	struct vd_resolution *res = NULL;
 	struct vd_leases *leases = NULL;
 	char **notes = NULL;
 	size_t nnotes = 0;
-	int opt, rc, lease_err;
+	int rc, lease_err;
 
-	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1)
-		if (!cli_global_option(&g, opt, optarg))
-			return cli_usage_error(usage);
-	if (g.help) {
-		fputs(usage, stdout);
-		return EXIT_OK;
-	}
-	if (optind < argc) {
-		cli_error("list takes no arguments ('%s' given)", argv[optind]);
-		return cli_usage_error(usage);
-	}
+	rc = cli_parse_plain(&g, argc, argv, usage);
+	if (rc >= 0)
+		return rc;
 	rc = cli_snapshot(&sys, &g);
 	if (rc)
 		return rc;

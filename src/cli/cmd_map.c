@@ -320,10 +320,8 @@ static int parse_args(struct map_args *a, struct cli_globals *g, int argc, char 
 				return cli_usage_error(usage);
 		}
 	}
-	if (g->help) {
-		fputs(usage, stdout);
+	if (cli_wants_help(g, usage))
 		return EXIT_OK;
-	}
 	if (argc - optind > 1) {
 		cli_error("map takes one value; quote it if it has blanks or commas ('%s' is "
 			  "extra)",

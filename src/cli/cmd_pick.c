@@ -93,8 +93,7 @@ int cmd_pick(int argc, char **argv)
 	}
 	if (rc >= 0)
 		goto out;
-	if (g.help) {
-		fputs(usage, stdout);
+	if (cli_wants_help(&g, usage)) {
 		rc = EXIT_OK;
 		goto out;
 	}

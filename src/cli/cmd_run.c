@@ -351,8 +351,7 @@ int cmd_run(int argc, char **argv)
 	}
 	if (rc >= 0)
 		goto out;
-	if (g.help) {
-		fputs(usage, stdout);
+	if (cli_wants_help(&g, usage)) {
 		rc = EXIT_OK;
 		goto out;
 	}

@@ -323,3 +323,18 @@ wait_leases() {
 	run timeout 10 "$VISDEV" --fixture "$FIXTURES/one.json" run -- true
 	assert_status 0
 }
+
+@test "leases with none held, its help and its usage errors" {
+	run one leases
+	assert_status 0
+	assert_output_has "no leases in $VISDEV_LEASE_DIR"
+	run one leases --json
+	assert_status 0
+	[ "$(jq '.leases | length' <<<"$output")" -eq 0 ]
+	run one leases --help
+	assert_status 0
+	assert_output_has "usage: visdev leases"
+	run one leases extra
+	assert_status 2
+	assert_output_has "leases takes no arguments"
+}
