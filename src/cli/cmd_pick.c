@@ -43,7 +43,7 @@ static int print_json(const struct vd_system *sys, const struct vd_choice *choic
 {
 	json_t *devs = json_array(), *reasons = json_array(), *env = json_null();
 
-	for (size_t i = 0; value && i < choice->ndevices; i++) {
+	for (size_t i = 0; value && choice && i < choice->ndevices; i++) {
 		const struct vd_gpu *g = &sys->gpus[choice->devices[i].gpu];
 		json_t *d = cli_json_device(sys, choice->devices[i]);
 
@@ -104,6 +104,13 @@ int cmd_pick(int argc, char **argv)
 		goto out;
 	}
 	rc = cli_snapshot(&sys, &g);
+	if (rc == EXIT_NONE && sel.or_cpu) {
+		/* no driver, no GPU: the CPU is what there is */
+		cli_error("falling back to the CPU (--or-cpu): CUDA_VISIBLE_DEVICES is empty");
+		value = strdup("");
+		rc = EXIT_OK;
+		goto print;
+	}
 	if (rc)
 		goto out;
 	rc = cli_resolve_env(&parent, sys, 1);
@@ -138,7 +145,11 @@ int cmd_pick(int argc, char **argv)
 		if (rc)
 			goto out;
 	}
-	if (g.json)
+print:
+	if (!value) {
+		cli_error("out of memory");
+		rc = EXIT_FAIL;
+	} else if (g.json)
 		rc = print_json(sys, choice, value);
 	else
 		print_shell(fish, value);

@@ -164,3 +164,17 @@ load helper
 	CUDA_VISIBLE_DEVICES=1 run "$VISDEV" --fixture "$FIXTURES/engine-norank.json" pick
 	assert_output_has "fastest-first order is unknown"
 }
+
+@test "on a machine with no driver, --or-cpu still falls back to the CPU" {
+	run "$VISDEV" pick --or-cpu
+	assert_status 0
+	assert_output_has "export CUDA_VISIBLE_DEVICES=''"
+	assert_output_has "no NVIDIA driver found"
+	run "$VISDEV" pick
+	assert_status 3
+	run "$VISDEV" run --or-cpu -- sh -c 'echo "[$CUDA_VISIBLE_DEVICES]"'
+	assert_status 0
+	assert_output_has "[]"
+	run "$VISDEV" run -- true
+	assert_status 3
+}
