@@ -87,15 +87,13 @@ int cli_library_error(int err)
 	}
 }
 
-int cli_snapshot(struct vd_system **out, const struct cli_globals *g)
+int cli_backend(struct vd_backend **out, const struct cli_globals *g)
 {
 	struct vd_backend_options opts = g->backend;
-	struct vd_backend *b = NULL;
 	int err;
 
-	*out = NULL;
 	opts.use_env = 1;
-	err = vd_backend_open(&b, &opts);
+	err = vd_backend_open(out, &opts);
 	if (err == VD_ENODRIVER) {
 		cli_error("%s", vd_error_last());
 		cli_error("to try visdev on a simulated server, use --demo (or --fixture FILE)");
@@ -105,8 +103,19 @@ int cli_snapshot(struct vd_system **out, const struct cli_globals *g)
 		cli_error("%s", vd_error_last());
 		return EXIT_FAIL;
 	}
-	if (!err)
-		err = vd_backend_snapshot(out, b);
+	return err ? cli_library_error(err) : EXIT_OK;
+}
+
+int cli_snapshot(struct vd_system **out, const struct cli_globals *g)
+{
+	struct vd_backend *b = NULL;
+	int rc, err;
+
+	*out = NULL;
+	rc = cli_backend(&b, g);
+	if (rc)
+		return rc;
+	err = vd_backend_snapshot(out, b);
 	vd_backend_free(b);
 	return err ? cli_library_error(err) : EXIT_OK;
 }

@@ -70,9 +70,12 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_library_error(int err);
 
 /*
- * Opens the backend the global options (or the environment) name and takes
- * a snapshot. On failure prints why and what to do, and returns the exit code.
+ * Opens the backend the global options (or the environment) name. On
+ * failure prints why and what to do, and returns the exit code.
  */
+int cli_backend(struct vd_backend **out, const struct cli_globals *g);
+
+/* Opens the backend as cli_backend() does and takes one snapshot. */
 int cli_snapshot(struct vd_system **out, const struct cli_globals *g);
 
 /* Prints a JSON value to stdout and frees it. Returns an exit code. */

@@ -252,6 +252,7 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys, const str
 	struct vd_lease_watch *watch = NULL;
 	struct vd_resolution *parent = NULL;
 	struct vd_choice *choice = NULL;
+	struct vd_backend *backend = NULL;
 	double deadline = wait >= 0 ? now_seconds() + wait : 0;
 	int rc, err, said = 0;
 
@@ -260,10 +261,11 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys, const str
 		if (err)
 			return cli_library_error(err);
 	}
-	for (;;) {
-		rc = cli_snapshot(sys, g);
-		if (!rc)
-			rc = cli_resolve_env(&parent, *sys, !said);
+	/* opened once: a wait reads the GPUs again and again */
+	rc = cli_backend(&backend, g);
+	while (!rc) {
+		err = vd_backend_snapshot(sys, backend);
+		rc = err ? cli_library_error(err) : cli_resolve_env(&parent, *sys, !said);
 		if (rc)
 			break;
 		err = vd_lease_acquire(lease, &choice, dir, *sys, parent, &sel->opts, cmdline);
@@ -309,6 +311,7 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys, const str
 	}
 	vd_choice_free(choice);
 	vd_lease_watch_free(watch);
+	vd_backend_free(backend);
 	if (rc) {
 		vd_system_free(*sys);
 		*sys = NULL;
