@@ -516,6 +516,14 @@ VD_API int vd_select(struct vd_choice **out, const struct vd_system *sys,
 		     const struct vd_select_options *opts);
 VD_API void vd_choice_free(struct vd_choice *choice);
 
+/*
+ * Copies src into dst (of size n, n > 0) as valid UTF-8: a byte that does
+ * not begin a valid sequence becomes '?', and the copy is cut on a
+ * character boundary. Returns the length written. For text from users or
+ * processes that must go into JSON.
+ */
+VD_API size_t vd_utf8_copy(char *dst, const char *src, size_t n);
+
 /* Frees an array of n strings returned by the library. */
 VD_API void vd_strings_free(char **strings, size_t n);
 

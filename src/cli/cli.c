@@ -133,6 +133,24 @@ int cli_print_json(json_t *value)
 	return rc;
 }
 
+json_t *cli_json_str(const char *s)
+{
+	json_t *v = json_string(s);
+	size_t n;
+	char *copy;
+
+	if (v)
+		return v;
+	n = strlen(s) + 1;
+	copy = malloc(n);
+	if (!copy)
+		return NULL;
+	vd_utf8_copy(copy, s, n);
+	v = json_string(copy);
+	free(copy);
+	return v;
+}
+
 json_t *cli_json_known_int(int known, long long value)
 {
 	return known ? json_integer(value) : json_null();
@@ -148,14 +166,14 @@ json_t *cli_json_device(const struct vd_system *sys, struct vd_device_ref d)
 		const struct vd_mig *m = &gpu->mig[d.mig];
 
 		json_object_set_new(o, "uuid", json_string(m->uuid));
-		json_object_set_new(o, "name", json_string(gpu->name));
+		json_object_set_new(o, "name", cli_json_str(gpu->name));
 		json_object_set_new(o, "pci_bus_id", json_string(gpu->pci_bus_id));
 		json_object_set_new(o, "mig", json_pack("{s:i, s:i, s:s}", "gi", (int)m->gi, "ci",
 							(int)m->ci, "profile", m->profile));
 		return o;
 	}
 	json_object_set_new(o, "uuid", json_string(gpu->uuid));
-	json_object_set_new(o, "name", json_string(gpu->name));
+	json_object_set_new(o, "name", cli_json_str(gpu->name));
 	json_object_set_new(o, "pci_bus_id", json_string(gpu->pci_bus_id));
 	return o;
 }

@@ -81,6 +81,12 @@ int cli_snapshot(struct vd_system **out, const struct cli_globals *g);
 /* Prints a JSON value to stdout and frees it. Returns an exit code. */
 int cli_print_json(json_t *value);
 
+/*
+ * A JSON string of text from users or processes, which may be any bytes:
+ * invalid UTF-8 becomes '?' rather than the key going missing.
+ */
+json_t *cli_json_str(const char *s);
+
 /* A JSON integer, or null when unknown. */
 json_t *cli_json_known_int(int known, long long value);
 

@@ -41,7 +41,7 @@ static json_t *json_processes(const struct vd_gpu *gpu)
 		json_array_append_new(
 			a, json_pack("{s:I, s:o, s:o}", "pid", (json_int_t)p->pid, "used_mib",
 				     cli_json_known_int(p->used_known, (long long)p->used_mib),
-				     "name", p->name[0] ? json_string(p->name) : json_null()));
+				     "name", p->name[0] ? cli_json_str(p->name) : json_null()));
 	}
 	return a;
 }
@@ -67,7 +67,7 @@ static json_t *json_gpu(const struct vd_system *sys, const struct vd_resolution 
 
 	json_object_set_new(o, "index", json_integer(g->index));
 	json_object_set_new(o, "uuid", json_string(g->uuid));
-	json_object_set_new(o, "name", json_string(g->name));
+	json_object_set_new(o, "name", cli_json_str(g->name));
 	json_object_set_new(o, "pci_bus_id", json_string(g->pci_bus_id));
 	json_object_set_new(o, "lost", json_boolean(g->lost));
 	json_object_set_new(o, "memory_total_mib",
@@ -126,7 +126,7 @@ static int print_json(const struct vd_system *sys, const struct vd_resolution *r
 						       "b", (int)sys->links[i].b, "level",
 						       vd_link_level_name(sys->links[i].level)));
 	json_object_set_new(root, "links", links);
-	json_object_set_new(root, "cuda_visible_devices", cvd ? json_string(cvd) : json_null());
+	json_object_set_new(root, "cuda_visible_devices", cvd ? cli_json_str(cvd) : json_null());
 	json_object_set_new(root, "order", json_string(vd_order_name(res->order)));
 	return cli_print_json(root);
 }

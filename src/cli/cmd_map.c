@@ -76,8 +76,8 @@ static json_t *json_stop(const struct vd_resolution *res)
 {
 	if (res->stop == VD_STOP_NONE)
 		return json_null();
-	return json_pack("{s:I, s:s, s:s}", "position", (json_int_t)res->stop_position, "token",
-			 res->stop_token, "reason", vd_stop_reason_name(res->stop));
+	return json_pack("{s:I, s:o, s:s}", "position", (json_int_t)res->stop_position, "token",
+			 cli_json_str(res->stop_token), "reason", vd_stop_reason_name(res->stop));
 }
 
 static json_t *json_strings(char *const *s, size_t n)
@@ -85,7 +85,7 @@ static json_t *json_strings(char *const *s, size_t n)
 	json_t *a = json_array();
 
 	for (size_t i = 0; i < n; i++)
-		json_array_append_new(a, json_string(s[i]));
+		json_array_append_new(a, cli_json_str(s[i]));
 	return a;
 }
 
@@ -100,8 +100,8 @@ static json_t *json_container(const struct vd_system *sys, const char *value)
 	devs = json_array();
 	for (size_t i = 0; i < v->ndevices; i++)
 		json_array_append_new(devs, cli_json_device(sys, v->devices[i]));
-	o = json_pack("{s:s, s:s, s:o, s:o}", "value", value, "mode", modes[v->mode], "devices",
-		      devs, "warnings", json_strings(v->warnings, v->nwarnings));
+	o = json_pack("{s:o, s:s, s:o, s:o}", "value", cli_json_str(value), "mode", modes[v->mode],
+		      "devices", devs, "warnings", json_strings(v->warnings, v->nwarnings));
 	vd_container_view_free(v);
 	return o;
 }
@@ -122,7 +122,7 @@ static int print_json(const struct vd_system *sys, const struct vd_resolution *r
 	for (unsigned g = 0; g < sys->ngpus; g++)
 		if (cuda_of(res, g) < 0)
 			json_array_append_new(hidden, json_integer(g));
-	json_object_set_new(root, "value", value ? json_string(value) : json_null());
+	json_object_set_new(root, "value", value ? cli_json_str(value) : json_null());
 	json_object_set_new(root, "order", json_string(vd_order_name(res->order)));
 	json_object_set_new(root, "order_assumed", json_boolean(res->order_assumed));
 	json_object_set_new(root, "devices", devs);
@@ -131,8 +131,8 @@ static int print_json(const struct vd_system *sys, const struct vd_resolution *r
 	json_object_set_new(root, "duplicate",
 			    res->duplicate ? json_pack("{s:I, s:I}", "first",
 						       (json_int_t)res->duplicate_first, "position",
-						       (json_int_t)res->duplicate_position)
-					   : json_null());
+						       (json_int_t)res->duplicate_position) :
+					     json_null());
 	json_object_set_new(root, "warnings", json_strings(res->warnings, res->nwarnings));
 	if (!a->have_value && !a->unset && vd_env_check(&notes, &nnotes, environ) == 0) {
 		json_t *found = json_strings(notes, nnotes);
@@ -148,8 +148,8 @@ static int print_json(const struct vd_system *sys, const struct vd_resolution *r
 
 		for (size_t i = 0; i < a->nlogical; i++) {
 			unsigned n = a->logical[i];
-			json_t *d = n < res->ndevices ? cli_json_device(sys, res->devices[n])
-						      : json_object();
+			json_t *d = n < res->ndevices ? cli_json_device(sys, res->devices[n]) :
+							json_object();
 
 			if (n >= res->ndevices)
 				json_object_set_new(d, "index", json_null());
@@ -202,8 +202,11 @@ static void print_explanation(const struct vd_resolution *res, const char *value
 static void print_container(const struct vd_system *sys, const char *value, int width)
 {
 	static const char *const words[] = {
-		"", "a container gets every GPU", "a container gets no GPU, but the driver",
-		"a container gets no GPU support at all", "a container gets",
+		"",
+		"a container gets every GPU",
+		"a container gets no GPU, but the driver",
+		"a container gets no GPU support at all",
+		"a container gets",
 	};
 	struct vd_container_view *v = NULL;
 
@@ -232,8 +235,8 @@ static int print_text(const struct vd_system *sys, const struct vd_resolution *r
 	else
 		printf("CUDA_VISIBLE_DEVICES unset");
 	printf(", ordinals counted %s\n",
-	       res->order == VD_ORDER_PCI ? "in PCI bus order (CUDA_DEVICE_ORDER=PCI_BUS_ID)"
-					  : "fastest first (CUDA_DEVICE_ORDER=FASTEST_FIRST, the "
+	       res->order == VD_ORDER_PCI ? "in PCI bus order (CUDA_DEVICE_ORDER=PCI_BUS_ID)" :
+					    "fastest first (CUDA_DEVICE_ORDER=FASTEST_FIRST, the "
 					    "default)");
 	for (size_t i = 0; i < res->ndevices; i++) {
 		printf("cuda:%zu -> ", i);
@@ -279,7 +282,12 @@ static int print_text(const struct vd_system *sys, const struct vd_resolution *r
 /* Reads the command line into a; returns -1 to go on, or an exit code. */
 static int parse_args(struct map_args *a, struct cli_globals *g, int argc, char **argv)
 {
-	enum { OPT_UNSET = 256, OPT_ORDER, OPT_LOGICAL, OPT_PHYSICAL };
+	enum {
+		OPT_UNSET = 256,
+		OPT_ORDER,
+		OPT_LOGICAL,
+		OPT_PHYSICAL
+	};
 	static const struct option options[] = {
 		{ "unset", no_argument, NULL, OPT_UNSET },
 		{ "order", required_argument, NULL, OPT_ORDER },

@@ -53,7 +53,7 @@ static int print_json(const struct vd_system *sys, const struct vd_choice *choic
 		json_array_append_new(devs, d);
 	}
 	for (size_t i = 0; choice && i < choice->nreasons; i++)
-		json_array_append_new(reasons, json_string(choice->reasons[i]));
+		json_array_append_new(reasons, cli_json_str(choice->reasons[i]));
 	if (value)
 		env = json_pack("{s:s, s:s}", "CUDA_VISIBLE_DEVICES", value, "CUDA_DEVICE_ORDER",
 				"PCI_BUS_ID");

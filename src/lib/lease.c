@@ -440,16 +440,18 @@ static json_t *record_new(const struct vd_system *sys, const struct vd_lease *le
 {
 	struct passwd *pw = getpwuid(geteuid());
 	json_t *uuids = json_array();
-	char cut[VD_COMMAND_MAX];
+	char cut[VD_COMMAND_MAX], user[32];
 
-	str_copy(cut, command ? command : "", sizeof(cut));
+	/* JSON wants UTF-8: arguments and names may be any bytes */
+	vd_utf8_copy(cut, command ? command : "", sizeof(cut));
+	vd_utf8_copy(user, pw ? pw->pw_name : "?", sizeof(user));
 
 	for (size_t i = 0; i < lease->ndevices; i++)
 		json_array_append_new(uuids, json_string(device_uuid(sys, lease->devices[i])));
 	return json_pack("{s:o, s:s, s:I, s:I, s:s, s:I, s:I, s:s, s:I}", "uuids", uuids, "mode",
 			 opts->mem_mib ? "shared" : "exclusive", "mem_mib",
 			 (json_int_t)opts->mem_mib, "uid", (json_int_t)geteuid(), "user",
-			 pw ? pw->pw_name : "?", "pid", (json_int_t)getpid(), "pgid",
+			 user, "pid", (json_int_t)getpid(), "pgid",
 			 (json_int_t)getpgrp(), "command", cut, "since",
 			 (json_int_t)time(NULL));
 }

@@ -74,6 +74,62 @@ size_t str_distance(const char *a, const char *b, int fold_case)
 	return row[lb];
 }
 
+/* The length of the valid UTF-8 sequence at s, or 0 when none begins there. */
+static size_t utf8_sequence(const unsigned char *s)
+{
+	size_t len;
+	unsigned char lo = 0x80, hi = 0xBF;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xC2 && s[0] <= 0xDF)
+		len = 2;
+	else if (s[0] >= 0xE0 && s[0] <= 0xEF)
+		len = 3;
+	else if (s[0] >= 0xF0 && s[0] <= 0xF4)
+		len = 4;
+	else
+		return 0;
+	/* no overlong forms, no surrogates, nothing past U+10FFFF */
+	if (s[0] == 0xE0)
+		lo = 0xA0;
+	else if (s[0] == 0xED)
+		hi = 0x9F;
+	else if (s[0] == 0xF0)
+		lo = 0x90;
+	else if (s[0] == 0xF4)
+		hi = 0x8F;
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < len; i++)
+		if (s[i] < 0x80 || s[i] > 0xBF)
+			return 0;
+	return len;
+}
+
+size_t vd_utf8_copy(char *dst, const char *src, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)src;
+	size_t len = 0;
+
+	while (*s) {
+		size_t k = utf8_sequence(s);
+
+		if (len + (k ? k : 1) >= n)
+			break;
+		if (k) {
+			memcpy(dst + len, s, k);
+			len += k;
+			s += k;
+		} else {
+			dst[len++] = '?';
+			s++;
+		}
+	}
+	dst[len] = '\0';
+	return len;
+}
+
 void vd_strings_free(char **strings, size_t n)
 {
 	if (!strings)

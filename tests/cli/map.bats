@@ -195,3 +195,13 @@ load helper
 	assert_status 0
 	assert_output_has "--logical LIST"
 }
+
+@test "bytes that are not UTF-8 never make a JSON key go missing" {
+	run "$VISDEV" --demo --json map $'0,\xff'
+	assert_status 0
+	[ "$(jq -c '{value, stop: .stop.token}' <<<"$output")" = '{"value":"0,?","stop":"?"}' ]
+	CUDA_VISIBLE_DEVICES=$'0,\xff' run "$VISDEV" --demo --json list
+	[ "$(jq -r .cuda_visible_devices <<<"$output")" = "0,?" ]
+	NVIDIA_VISIBLE_DEVICES=$'0,\xff' run "$VISDEV" --demo --json map
+	[ "$(jq -r .nvidia_visible_devices.value <<<"$output")" = "0,?" ]
+}

@@ -338,3 +338,14 @@ wait_leases() {
 	assert_status 2
 	assert_output_has "leases takes no arguments"
 }
+
+@test "a command with arguments that are not UTF-8 runs, and is recorded readably" {
+	one run -- sh -c 'sleep 30' $'caf\xe9' &
+	wait_leases 1
+	[ "$(one leases --json | jq -r '.leases[0].command')" = "sh -c sleep 30 caf?" ]
+	kill %1
+	wait
+	e=$(printf '\303\251%.0s' $(seq 200))
+	run one run -- echo "x$e"
+	assert_status 0
+}
