@@ -389,7 +389,8 @@ VD_API const char *vd_lease_dir(void);
  * sys, when not NULL, is used to tell how much of each shared reservation
  * the job has not yet allocated. A directory that others could tamper with
  * (a symbolic link, or writable by others without the sticky bit) is
- * refused with VD_EPERM, a relative path with VD_EINVAL. The holders come
+ * refused with VD_EPERM, and so is a relative path (jobs started from other
+ * folders would not see each other's leases). The holders come
  * sorted by device (in sys's order when given, else by UUID), then oldest
  * first. Free with vd_leases_free().
  */
@@ -410,8 +411,7 @@ struct vd_select_options;
  * others to see (who holds what). Returns 0 and *out, or VD_ENOFIT with
  * *choice's reasons (and *out NULL); *choice, when not NULL, is the
  * caller's to free either way. Errors: VD_EPERM for an unsafe lease
- * directory or lock file (a symlink), VD_EINVAL for a relative directory,
- * VD_EBUSY when the devices chosen kept being taken by others (try again),
+ * directory or lock file (a symlink, a relative path), VD_EBUSY when the devices chosen kept being taken by others (try again),
  * VD_EIO, VD_ENOMEM.
  *
  * The lease lasts while any process holds its lock descriptors: this
@@ -501,6 +501,9 @@ struct vd_choice {
 	char **reasons;   /* one line per device not chosen that could not be:
 	                     "GPU 3: leased by alice (pid 4242, python train.py) since 10:02" */
 	size_t nreasons;
+	int never;        /* with VD_ENOFIT: no end of a lease or change of load can make
+	                     it fit (too few devices of the model, too little memory in all),
+	                     so waiting is pointless */
 };
 
 /*

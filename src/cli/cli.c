@@ -306,11 +306,12 @@ int cli_select_option(struct cli_select *s, int opt, const char *arg)
 		return 1;
 	case 'M':
 	case 'R':
-		if (vd_parse_size_mib(opt == 'M' ? &s->opts.min_free_mib : &s->opts.mem_mib, arg) ||
-		    (opt == 'R' && !s->opts.mem_mib)) {
-			cli_error("%s: %s", opt == 'M' ? "--min-free" : "--mem",
-				  opt == 'R' && !s->opts.mem_mib ? "must be more than 0"
-								 : vd_error_last());
+		if (vd_parse_size_mib(opt == 'M' ? &s->opts.min_free_mib : &s->opts.mem_mib, arg)) {
+			cli_error("%s: %s", opt == 'M' ? "--min-free" : "--mem", vd_error_last());
+			return -1;
+		}
+		if (opt == 'R' && !s->opts.mem_mib) {
+			cli_error("--mem: must be more than 0 (without --mem, the lease is exclusive)");
 			return -1;
 		}
 		return 1;

@@ -71,13 +71,15 @@ static void handle_signals(void)
 static char *find_program(const char *cmd)
 {
 	const char *path = getenv("PATH");
-	char *copy, *save = NULL, *found = NULL;
+	char *copy, *rest, *found = NULL;
 
 	if (strchr(cmd, '/'))
 		return strdup(cmd);
 	copy = strdup(path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
-	for (char *dir = copy ? strtok_r(copy, ":", &save) : NULL; dir && !found;
-	     dir = strtok_r(NULL, ":", &save)) {
+	rest = copy;
+	/* strsep, not strtok: an empty element of PATH is the current folder */
+	for (char *dir = rest ? strsep(&rest, ":") : NULL; dir && !found;
+	     dir = rest ? strsep(&rest, ":") : NULL) {
 		struct stat st;
 		char *p;
 
@@ -90,6 +92,36 @@ static char *find_program(const char *cmd)
 	}
 	free(copy);
 	return found;
+}
+
+/*
+ * The arguments to run a script without "#!" with /bin/sh, as the shell and
+ * execvp do: built before fork, so that the child only has to exec.
+ */
+static char **shell_args(char *program, char **argv)
+{
+	static char sh[] = "sh";
+	size_t n = 0;
+	char **a;
+
+	while (argv[n])
+		n++;
+	a = calloc(n + 2, sizeof(*a));
+	if (!a)
+		return NULL;
+	a[0] = sh;
+	a[1] = program;
+	for (size_t i = 1; i < n; i++)
+		a[i + 1] = argv[i];
+	return a;
+}
+
+/* Runs the program, or through /bin/sh when the kernel does not know its format. */
+static void exec_program(const char *program, char **argv, char **sh_argv)
+{
+	execve(program, argv, environ);
+	if (errno == ENOEXEC && sh_argv)
+		execve("/bin/sh", sh_argv, environ);
 }
 
 /* The command line, for the lease record. */
@@ -125,7 +157,7 @@ static void give_terminal(pid_t pgid)
  * Starts the job in a process group of its own, holding the lease, and
  * waits for it. Returns its exit status the way a shell reports it.
  */
-static int run_job(struct vd_lease *lease, const char *program, char **argv)
+static int run_job(struct vd_lease *lease, const char *program, char **argv, char **sh_argv)
 {
 	int fds[2], status, child_errno = 0, own_tty;
 	sigset_t old_mask;
@@ -164,7 +196,7 @@ static int run_job(struct vd_lease *lease, const char *program, char **argv)
 		}
 		sigprocmask(SIG_SETMASK, &old_mask, NULL);
 		if (vd_lease_inherit(lease) == 0)
-			execve(program, argv, environ);
+			exec_program(program, argv, sh_argv);
 		e = errno;
 		(void)!write(fds[1], &e, sizeof(e));
 		_exit(e == ENOENT ? 127 : 126);
@@ -282,10 +314,13 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys, const str
 			rc = cli_library_error(err);
 			break;
 		}
-		if (!watch || (wait >= 0 && now_seconds() >= deadline)) {
-			cli_error("%s%s", vd_error_last(), watch ? " (waited long enough)" : "");
+		if (!watch || choice->never || (wait >= 0 && now_seconds() >= deadline)) {
+			cli_error("%s%s", vd_error_last(),
+				  choice->never ? ", and never will on this machine"
+				  : watch	? " (waited long enough)"
+						: "");
 			cli_print_reasons(choice);
-			if (!watch)
+			if (!watch && !choice->never)
 				fprintf(stderr, "visdev: to wait until GPUs fit, use --wait\n");
 			rc = EXIT_NONE;
 			break;
@@ -333,7 +368,7 @@ int cmd_run(int argc, char **argv)
 	struct vd_lease *lease = NULL;
 	struct vd_resolution *parent = NULL;
 	const struct vd_device_ref *devs;
-	char *value = NULL, *program = NULL, *cmdline = NULL;
+	char *value = NULL, *program = NULL, *cmdline = NULL, **sh_argv = NULL;
 	const char *dir = vd_lease_dir();
 	double wait = -3; /* -3: do not wait; -1: for ever */
 	size_t ndevs;
@@ -376,6 +411,15 @@ int cmd_run(int argc, char **argv)
 		rc = 127;
 		goto out;
 	}
+	{
+		struct stat st;
+
+		if (stat(program, &st) == 0 && S_ISDIR(st.st_mode)) {
+			cli_error("cannot run '%s': Is a directory", argv[optind]);
+			rc = 126;
+			goto out;
+		}
+	}
 	cmdline = join_args(argv + optind);
 	handle_signals();
 	rc = lease_gpus(&lease, &sys, &g, &sel, dir, wait, cmdline);
@@ -406,10 +450,11 @@ int cmd_run(int argc, char **argv)
 	}
 	if (!lease)
 		unsetenv("VISDEV_LEASE");
-	if (lease)
-		rc = run_job(lease, program, argv + optind);
-	else {
-		execv(program, argv + optind);
+	sh_argv = shell_args(program, argv + optind);
+	if (lease) {
+		rc = run_job(lease, program, argv + optind, sh_argv);
+	} else {
+		exec_program(program, argv + optind, sh_argv);
 		cli_error("cannot run '%s': %s", argv[optind], strerror(errno));
 		rc = errno == ENOENT ? 127 : 126;
 	}
@@ -419,6 +464,7 @@ out:
 	vd_system_free(sys);
 	free(value);
 	free(program);
+	free(sh_argv);
 	free(cmdline);
 	cli_select_release(&sel);
 	return rc < 0 ? EXIT_OK : rc;

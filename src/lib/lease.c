@@ -90,7 +90,7 @@ static int dir_open(int *out, const char *dir)
 
 	*out = -1;
 	if (dir[0] != '/')
-		return error_set(VD_EINVAL,
+		return error_set(VD_EPERM,
 				 "lease directory '%s' is not an absolute path: jobs started from "
 				 "other folders would not see each other's leases; set "
 				 "VISDEV_LEASE_DIR to an absolute path",

@@ -248,6 +248,21 @@ static uint64_t needed_mib(const struct vd_select_options *opts)
 }
 
 /* Weighs one unit against the request: sets its facts and its first problem. */
+/*
+ * Whether a unit could fit some day, when leases end and loads change: not
+ * hidden, lost, excluded or of another model, and with enough memory in all.
+ */
+static int could_ever_fit(const struct unit *u, const struct vd_select_options *opts)
+{
+	uint64_t want = opts->mem_mib > opts->min_free_mib ? opts->mem_mib : opts->min_free_mib;
+	int known = u->mig ? (u->mig->fields & VD_GPU_MEMORY) : (u->gpu->fields & VD_GPU_MEMORY);
+	uint64_t total = u->mig ? u->mig->memory_total_mib : u->gpu->memory_total_mib;
+
+	if (u->problem >= HIDDEN && u->problem <= MODEL)
+		return 0;
+	return !known || total >= want;
+}
+
 static void weigh(struct unit *u, const struct vd_leases *leases,
 		  const struct vd_resolution *parent, const struct vd_select_options *opts)
 {
@@ -753,7 +768,8 @@ int vd_select(struct vd_choice **out, const struct vd_system *sys, const struct 
 {
 	struct search s = { .sys = sys, .opts = opts };
 	struct vd_choice *choice = NULL;
-	size_t n = opts->n ? opts->n : 1, k = 0, *fit = NULL, *order = NULL, *best = NULL;
+	size_t n = opts->n ? opts->n : 1, k = 0, possible = 0, *fit = NULL, *order = NULL;
+	size_t *best = NULL;
 	int err, found = 0;
 
 	*out = NULL;
@@ -788,7 +804,9 @@ int vd_select(struct vd_choice **out, const struct vd_system *sys, const struct 
 			fit[k++] = i;
 		else if ((err = add_reason(choice, &s.units[i], opts)))
 			goto out;
+		possible += could_ever_fit(&s.units[i], opts);
 	}
+	choice->never = possible < n;
 	memcpy(order, fit, k * sizeof(*fit));
 	qsort_r(order, k, sizeof(*order), unit_cmp, &s);
 	if (k >= n) {

@@ -309,7 +309,7 @@ wait_leases() {
 
 @test "a relative lease directory is refused" {
 	VISDEV_LEASE_DIR=relative run one run -- true
-	assert_status 2
+	assert_status 1
 	assert_output_has "not an absolute path"
 	[ ! -e relative ]
 }
@@ -348,4 +348,39 @@ wait_leases() {
 	e=$(printf '\303\251%.0s' $(seq 200))
 	run one run -- echo "x$e"
 	assert_status 0
+}
+
+@test "--wait does not wait for what can never fit here" {
+	run timeout 20 "$VISDEV" --fixture "$FIXTURES/one.json" run -n 2 --wait -- true
+	assert_status 3
+	assert_output_has "never will on this machine"
+	run timeout 20 "$VISDEV" --fixture "$FIXTURES/one.json" run --min-free 100G --wait -- true
+	assert_status 3
+	assert_output_has "never will"
+}
+
+@test "a script without #! runs through /bin/sh, as from a shell; a directory is refused" {
+	printf 'echo "no shebang: $1"\n' > plain.sh
+	chmod +x plain.sh
+	run one run -- ./plain.sh arg1
+	assert_status 0
+	[ "$output" = "no shebang: arg1" ]
+	mkdir adir
+	run one run -- ./adir
+	assert_status 126
+	assert_output_has "Is a directory"
+}
+
+@test "an empty element of PATH is the current folder, as for the shell" {
+	printf '#!/bin/sh\necho found\n' > here-cmd
+	chmod +x here-cmd
+	PATH=":$PATH" run one run -- here-cmd
+	assert_status 0
+	[ "$output" = found ]
+}
+
+@test "a bad --mem says what is wrong with it" {
+	run one run --mem 8X -- true
+	assert_status 2
+	assert_output_has "invalid size '8X'"
 }

@@ -479,6 +479,38 @@ static void test_bad_options(void **state)
 	assert_non_null(strstr(vd_error_last(), "empty model pattern"));
 }
 
+/* A request no lease ending could satisfy says so; one that waiting could, does not. */
+static void test_never(void **state)
+{
+	const struct vd_system *sys = need_fixture("select-islands");
+	struct vd_select_options opts;
+	struct vd_choice *c = NULL;
+	struct vd_leases leases = { 0 };
+	struct vd_lease_holder all[8];
+
+	(void)state;
+	vd_select_options_init(&opts);
+	opts.n = 9; /* 8 GPUs */
+	assert_int_equal(vd_select(&c, sys, NULL, NULL, &opts), VD_ENOFIT);
+	assert_true(c->never);
+	vd_choice_free(c);
+	opts.n = 1;
+	opts.min_free_mib = (uint64_t)1 << 30; /* a PiB */
+	assert_int_equal(vd_select(&c, sys, NULL, NULL, &opts), VD_ENOFIT);
+	assert_true(c->never);
+	vd_choice_free(c);
+	/* every GPU leased: it fits as soon as one lease ends */
+	memset(all, 0, sizeof(all));
+	for (size_t i = 0; i < 8; i++)
+		str_copy(all[i].uuid, sys->gpus[i].uuid, sizeof(all[i].uuid));
+	leases.holders = all;
+	leases.n = 8;
+	vd_select_options_init(&opts);
+	assert_int_equal(vd_select(&c, sys, &leases, NULL, &opts), VD_ENOFIT);
+	assert_false(c->never);
+	vd_choice_free(c);
+}
+
 /* Processes: plural, two named, the rest counted, a nameless one by pid. */
 static void test_busy_words(void **state)
 {
@@ -534,6 +566,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_empty_system),
 		cmocka_unit_test(test_huge_n),
 		cmocka_unit_test(test_bad_options),
+		cmocka_unit_test(test_never),
 		cmocka_unit_test(test_busy_words),
 	};
 	static const struct table table = {
