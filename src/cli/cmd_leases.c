@@ -84,7 +84,7 @@ int cmd_leases(int argc, char **argv)
 		printf("no leases in %s\n", vd_lease_dir());
 		goto out;
 	}
-	printf("%-20s  %-10s  %7s  %-19s  %-15s  %s\n", "DEVICE", "USER", "PID", "SINCE", "MODE",
+	printf("%-20s  %-10s  %7s  %-24s  %-15s  %s\n", "DEVICE", "USER", "PID", "SINCE", "MODE",
 	       "COMMAND");
 	for (size_t i = 0; i < leases->n; i++) {
 		const struct vd_lease_holder *h = &leases->holders[i];
@@ -97,7 +97,7 @@ int cmd_leases(int argc, char **argv)
 			snprintf(mode, sizeof(mode), "shared %.1f GiB", h->mem_mib / 1024.0);
 		else
 			snprintf(mode, sizeof(mode), "exclusive");
-		printf("%-20s  %-10s  %7d  %-19s  %-15s  %s\n", label, h->user, (int)h->pid, since,
+		printf("%-20s  %-10s  %7d  %-24s  %-15s  %s\n", label, h->user, (int)h->pid, since,
 		       mode, h->command);
 	}
 out:
