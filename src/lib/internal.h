@@ -89,4 +89,12 @@ int system_copy(struct vd_system **out, const struct vd_system *src);
  */
 int cuda_fastest_order(char ***out, size_t *nout, const char *key);
 
+/*
+ * Reads a lease record's text: its last whole line is the record, one
+ * holder per device it names is added to l. Text that is not a record
+ * adds nothing (a holder in the middle of writing, or a stranger's file).
+ * Errors: VD_ENOMEM.
+ */
+int lease_record_parse(struct vd_leases *l, const char *text, size_t len);
+
 #endif

@@ -223,43 +223,52 @@ static int holders_from_record(struct vd_leases *l, json_t *rec)
 		l->holders = grown;
 		h = &l->holders[l->n++];
 		memset(h, 0, sizeof(*h));
-		str_copy(h->uuid, json_string_value(u), sizeof(h->uuid));
+		/* cut on characters: what is read back must still be UTF-8 */
+		vd_utf8_copy(h->uuid, json_string_value(u), sizeof(h->uuid));
 		h->mode = strcmp(mode, "shared") ? VD_LEASE_EXCLUSIVE : VD_LEASE_SHARED;
 		h->mem_mib = (uint64_t)json_integer_value(json_object_get(rec, "mem_mib"));
 		h->mem_unused_mib = h->mem_mib;
 		h->uid = (uint32_t)json_integer_value(json_object_get(rec, "uid"));
-		str_copy(h->user, record_string(rec, "user", "?"),
-			 sizeof(h->user));
+		vd_utf8_copy(h->user, record_string(rec, "user", "?"), sizeof(h->user));
 		h->pid = (int32_t)json_integer_value(json_object_get(rec, "pid"));
 		h->pgid = (int32_t)json_integer_value(json_object_get(rec, "pgid"));
-		str_copy(h->command, record_string(rec, "command", ""),
-			 sizeof(h->command));
+		vd_utf8_copy(h->command, record_string(rec, "command", ""), sizeof(h->command));
 		h->since = (int64_t)json_integer_value(json_object_get(rec, "since"));
 	}
 	return 0;
 }
 
-/*
- * Reads a record: the last complete line of its file. A holder only ever
- * appends a whole line, and a reader never sees past what was written, so
- * the last line that ends in a newline is a whole record.
- */
-static json_t *record_load(int fd)
+int lease_record_parse(struct vd_leases *l, const char *text, size_t len)
+{
+	const char *end = len ? memrchr(text, '\n', len) : NULL, *start;
+	json_t *rec;
+	int err;
+
+	if (!end)
+		return 0; /* no whole line yet */
+	start = end;
+	while (start > text && start[-1] != '\n')
+		start--;
+	rec = json_loadb(start, (size_t)(end - start), 0, NULL);
+	if (!json_is_object(rec)) {
+		json_decref(rec);
+		return 0;
+	}
+	err = holders_from_record(l, rec);
+	json_decref(rec);
+	return err;
+}
+
+/* Reads a record file (its first 16 KiB: a record line is far shorter) into l. */
+static int record_read(struct vd_leases *l, int fd)
 {
 	char buf[16384];
 	size_t len = 0;
 	ssize_t n;
-	char *end, *start;
 
 	while (len < sizeof(buf) && (n = pread(fd, buf + len, sizeof(buf) - len, (off_t)len)) > 0)
 		len += (size_t)n;
-	end = len ? memrchr(buf, '\n', len) : NULL;
-	if (!end)
-		return NULL;
-	start = end;
-	while (start > buf && start[-1] != '\n')
-		start--;
-	return json_loadb(start, (size_t)(end - start), 0, NULL);
+	return lease_record_parse(l, buf, len);
 }
 
 /* Whether a record's name is one of ours: lease.*.json */
@@ -289,7 +298,6 @@ static int records_read(struct vd_leases *l, int dfd, int tidy)
 	rewinddir(d);
 	while (!err && (e = readdir(d))) {
 		struct stat st;
-		json_t *rec;
 		int fd;
 
 		if (!is_record(e->d_name))
@@ -309,11 +317,8 @@ static int records_read(struct vd_leases *l, int dfd, int tidy)
 			close(fd);
 			continue;
 		}
-		rec = record_load(fd);
+		err = record_read(l, fd);
 		close(fd);
-		if (rec)
-			err = holders_from_record(l, rec);
-		json_decref(rec);
 	}
 	closedir(d);
 	return err;
