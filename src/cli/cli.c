@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -411,4 +412,23 @@ json_t *cli_json_lease(const struct vd_lease_holder *h)
 			 h->mode == VD_LEASE_SHARED ? "shared" : "exclusive", "mem_mib",
 			 h->mode == VD_LEASE_SHARED ? json_integer((json_int_t)h->mem_mib)
 						    : json_null());
+}
+
+int cli_note_own_leases(const struct vd_system *sys)
+{
+	struct vd_leases *leases = NULL;
+	pid_t group = getpgrp();
+	size_t own = 0;
+
+	if (!getenv("VISDEV_LEASE") || vd_leases_read(&leases, vd_lease_dir(), sys))
+		return 0;
+	for (size_t i = 0; i < leases->n; i++)
+		own += leases->holders[i].pgid == group;
+	if (own)
+		cli_error("note: this is a job that 'visdev run' started, and it holds %zu of "
+			  "these devices itself (VISDEV_LEASE=%s): use the GPUs it was given, "
+			  "which CUDA_VISIBLE_DEVICES already names",
+			  own, getenv("VISDEV_LEASE"));
+	vd_leases_free(leases);
+	return own > 0;
 }

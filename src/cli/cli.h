@@ -164,6 +164,13 @@ void cli_select_release(struct cli_select *s);
 int cli_child_value(char **out, const struct vd_system *sys, const struct vd_resolution *parent,
 		    const struct vd_device_ref *devs, size_t n, int format);
 
+/*
+ * Inside a job that visdev run started (VISDEV_LEASE set), says which GPUs
+ * that very job holds, since no visdev inside it can take them, and returns
+ * 1; returns 0 when the caller holds none.
+ */
+int cli_note_own_leases(const struct vd_system *sys);
+
 /* Prints the reasons no GPU fitted, one "  GPU 3: ..." line each, to stderr. */
 void cli_print_reasons(const struct vd_choice *choice);
 

@@ -129,6 +129,7 @@ int cmd_pick(int argc, char **argv)
 				print_json(sys, choice, NULL);
 			cli_error("%s", vd_error_last());
 			cli_print_reasons(choice);
+			cli_note_own_leases(sys);
 			goto out;
 		}
 		cli_error("%s; falling back to the CPU (--or-cpu): CUDA_VISIBLE_DEVICES is empty",

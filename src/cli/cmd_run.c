@@ -320,8 +320,16 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys, const str
 				  : watch	? " (waited long enough)"
 						: "");
 			cli_print_reasons(choice);
-			if (!watch && !choice->never)
+			if (!cli_note_own_leases(*sys) && !watch && !choice->never)
 				fprintf(stderr, "visdev: to wait until GPUs fit, use --wait\n");
+			rc = EXIT_NONE;
+			break;
+		}
+		if (!said && cli_note_own_leases(*sys)) {
+			/* the job would wait for its own leases to end: for ever */
+			cli_error("%s, and waiting inside the job for its own GPUs would never end",
+				  vd_error_last());
+			cli_print_reasons(choice);
 			rc = EXIT_NONE;
 			break;
 		}

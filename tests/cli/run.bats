@@ -384,3 +384,13 @@ wait_leases() {
 	assert_status 2
 	assert_output_has "invalid size '8X'"
 }
+
+@test "visdev inside a job that visdev run started says the job holds the GPUs, never waits for them" {
+	run one run -- "$VISDEV" --fixture "$FIXTURES/one.json" pick
+	assert_status 3
+	assert_output_has "holds 1 of these devices itself"
+	run timeout 20 "$VISDEV" --fixture "$FIXTURES/one.json" run -- \
+		"$VISDEV" --fixture "$FIXTURES/one.json" run --wait -- true
+	assert_status 3
+	assert_output_has "would never end"
+}
