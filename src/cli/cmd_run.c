@@ -65,6 +65,8 @@ static void handle_signals(void)
 			continue;
 		sigaction(forwarded[i], &sa, NULL);
 	}
+	/* an ignored SIGCHLD (inherited through exec) would leave no status to wait for */
+	signal(SIGCHLD, SIG_DFL);
 }
 
 /* The program CMD names: itself when it has a '/', else found on PATH. NULL when not found. */
@@ -159,7 +161,7 @@ static void give_terminal(pid_t pgid)
  */
 static int run_job(struct vd_lease *lease, const char *program, char **argv, char **sh_argv)
 {
-	int fds[2], status, child_errno = 0, own_tty;
+	int fds[2], status = -1, child_errno = 0, own_tty;
 	sigset_t old_mask;
 	pid_t pid;
 	ssize_t n;
@@ -171,6 +173,13 @@ static int run_job(struct vd_lease *lease, const char *program, char **argv, cha
 	}
 	/* a signal that comes while the job starts waits until it can reach the job */
 	sigprocmask(SIG_BLOCK, &forwarded_set, &old_mask);
+	if (got_signal) {
+		/* asked to stop after the lease was taken: the job is not started */
+		sigprocmask(SIG_SETMASK, &old_mask, NULL);
+		close(fds[0]);
+		close(fds[1]);
+		return 128 + got_signal;
+	}
 	pid = fork();
 	if (pid < 0) {
 		sigprocmask(SIG_SETMASK, &old_mask, NULL);
@@ -218,24 +227,30 @@ static int run_job(struct vd_lease *lease, const char *program, char **argv, cha
 		if (waitpid(pid, &status, own_tty ? WUNTRACED : 0) < 0) {
 			if (errno == EINTR)
 				continue;
+			cli_error("cannot wait for '%s': %s", argv[0], strerror(errno));
+			status = -1;
 			break;
 		}
 		if (!WIFSTOPPED(status))
 			break;
 		/* Ctrl-Z: stop with the job, as a shell's job would, and resume it with us */
-		give_terminal(getpgrp());
+		if (tcgetpgrp(STDIN_FILENO) == pid)
+			give_terminal(getpgrp());
 		kill(getpid(), SIGSTOP);
 		if (tcgetpgrp(STDIN_FILENO) == getpgrp())
 			give_terminal(pid);
 		kill(-pid, SIGCONT);
 	}
 	job_pgid = 0;
-	if (own_tty)
+	/* take the terminal back only from the job: not when in the background (bg) */
+	if (own_tty && tcgetpgrp(STDIN_FILENO) == pid)
 		give_terminal(getpgrp());
 	if (n == (ssize_t)sizeof(child_errno)) {
 		cli_error("cannot run '%s': %s", argv[0], strerror(child_errno));
 		return child_errno == ENOENT ? 127 : 126;
 	}
+	if (status == -1)
+		return EXIT_FAIL;
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return WEXITSTATUS(status);
@@ -306,6 +321,8 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys, const str
 		if (!err)
 			break;
 		if (err == VD_EBUSY && watch) {
+			vd_choice_free(choice);
+			choice = NULL;
 			vd_system_free(*sys);
 			*sys = NULL;
 			continue; /* others took the devices first: choose again */
@@ -341,8 +358,15 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys, const str
 		choice = NULL;
 		vd_system_free(*sys);
 		*sys = NULL;
-		/* a lease that ends wakes us at once; NVML's view is read again each second */
-		err = vd_lease_watch_wait(watch, 1000);
+		/*
+		 * A lease that ends wakes us at once; NVML's view is read again each
+		 * second. First, forget the events our own try made (a lock file it
+		 * opened and closed), or they would wake us at once, again and again.
+		 */
+		while ((err = vd_lease_watch_wait(watch, 0)) == 1)
+			;
+		if (err >= 0)
+			err = vd_lease_watch_wait(watch, 1000);
 		if (err == VD_EINTR || got_signal) {
 			rc = 128 + (got_signal ? got_signal : SIGINT);
 			break;

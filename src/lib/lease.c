@@ -498,6 +498,7 @@ static int record_create(struct vd_lease *lease)
 		if (fd < 0)
 			return error_set(VD_EIO, "cannot create lease record in '%s': %s",
 					 lease->dir, strerror(errno));
+		fchmod(fd, 0644); /* whatever the umask: every user must see every lease */
 		if (flock_retry(fd, LOCK_EX) < 0) {
 			close(fd);
 			unlinkat(lease->dir_fd, name, 0);

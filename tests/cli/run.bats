@@ -394,3 +394,32 @@ wait_leases() {
 	assert_status 3
 	assert_output_has "would never end"
 }
+
+@test "under umask 077 a lease record is still readable by every user" {
+	(umask 077; exec "$VISDEV" --fixture "$FIXTURES/one.json" run --mem 10G -- sleep 30) &
+	wait_leases 1
+	for f in "$VISDEV_LEASE_DIR"/lease.*.json "$VISDEV_LEASE_DIR"/GPU-*.lock; do
+		[ "$(stat -c %a "$f")" = 644 ] || { ls -l "$VISDEV_LEASE_DIR"; return 1; }
+	done
+	kill %1
+	wait
+}
+
+@test "an ignored SIGCHLD does not lose the job's exit status" {
+	run env --ignore-signal=CHLD "$VISDEV" --fixture "$FIXTURES/one.json" run -- sh -c 'exit 7'
+	assert_status 7
+}
+
+@test "waiting on a lock held without a record does not spin" {
+	mkdir -p "$VISDEV_LEASE_DIR"
+	chmod 1777 "$VISDEV_LEASE_DIR"
+	flock -x "$VISDEV_LEASE_DIR/GPU-9f8e7d6c-5b4a-4938-8271-605f4e3d2c1b.lock" sleep 5 &
+	wait_for test -e "$VISDEV_LEASE_DIR/GPU-9f8e7d6c-5b4a-4938-8271-605f4e3d2c1b.lock"
+	# 2 s of waiting should cost milliseconds of CPU, not seconds
+	TIMEFORMAT='%U %S'
+	cpu=$( { time "$VISDEV" --fixture "$FIXTURES/one.json" run --wait=2 -- true 2>/dev/null; } 2>&1 | tail -n 1)
+	awk -v u="${cpu% *}" -v s="${cpu#* }" 'BEGIN { exit !(u + s < 0.5) }' ||
+		{ echo "CPU seconds used while waiting: $cpu"; return 1; }
+	kill %1 2>/dev/null || true
+	wait
+}
