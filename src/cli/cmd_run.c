@@ -2,6 +2,7 @@
  * cmd_run.c - `visdev run`: choose GPUs, lease them, and run a command on
  * them. The lease lasts as long as the command and its children do.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -156,6 +157,79 @@ static void give_terminal(pid_t pgid)
 }
 
 /*
+ * Whether a process of group pgid still lives. A zombie does not count: where
+ * no init reaps orphans (a container without one), they would last for ever.
+ */
+static int group_alive(pid_t pgid)
+{
+	struct dirent *e;
+	int alive = 0;
+	DIR *proc;
+
+	if (kill(-pgid, 0) < 0 && errno != EPERM)
+		return 0; /* not even a zombie: the cheap answer, and the usual one */
+	proc = opendir("/proc");
+	if (!proc)
+		return 1;
+	while (!alive && (e = readdir(proc))) {
+		char path[300], buf[512], *close_paren, state;
+		int ppid, pgrp;
+		FILE *f;
+
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		/* "pid (comm) state ppid pgrp ...": comm may hold anything, so from the last ')' */
+		if (fgets(buf, sizeof(buf), f) && (close_paren = strrchr(buf, ')')) &&
+		    sscanf(close_paren + 1, " %c %d %d", &state, &ppid, &pgrp) == 3)
+			alive = pgrp == pgid && state != 'Z' && state != 'X';
+		fclose(f);
+	}
+	closedir(proc);
+	return alive;
+}
+
+/*
+ * When the command has exited but processes of its group live on, leaves
+ * a keeper holding the lease until the last of them is gone: they may have
+ * closed the descriptors they inherited (Python's subprocess does), and
+ * would then hold nothing. The keeper lets go of the terminal and of
+ * visdev's output, so that whoever waits for those is not kept waiting.
+ */
+static void keep_lease_for_group(pid_t pgid)
+{
+	struct timespec tick = { 0, 5000000 }; /* 5 ms */
+	pid_t keeper;
+	int null;
+
+	/* a group that is dying (a signal on its way to each member) is given 100 ms */
+	for (int i = 0; i < 20; i++) {
+		if (!group_alive(pgid))
+			return; /* the group is gone: nothing to keep */
+		nanosleep(&tick, NULL);
+	}
+	keeper = fork();
+	if (keeper != 0)
+		return; /* visdev goes on (or could not fork: the children's own hold remains) */
+	setsid();
+	null = open("/dev/null", O_RDWR);
+	if (null >= 0) {
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+		dup2(null, STDERR_FILENO);
+		if (null > STDERR_FILENO)
+			close(null);
+	}
+	tick.tv_nsec = 200000000; /* 200 ms */
+	while (group_alive(pgid))
+		nanosleep(&tick, NULL);
+	_exit(0);
+}
+
+/*
  * Starts the job in a process group of its own, holding the lease, and
  * waits for it. Returns its exit status the way a shell reports it.
  */
@@ -242,6 +316,8 @@ static int run_job(struct vd_lease *lease, const char *program, char **argv, cha
 		kill(-pid, SIGCONT);
 	}
 	job_pgid = 0;
+	if (status != -1)
+		keep_lease_for_group(pid);
 	/* take the terminal back only from the job: not when in the background (bg) */
 	if (own_tty && tcgetpgrp(STDIN_FILENO) == pid)
 		give_terminal(getpgrp());

@@ -423,3 +423,18 @@ wait_leases() {
 	kill %1 2>/dev/null || true
 	wait
 }
+
+@test "children that closed their descriptors keep the lease after the command exits" {
+	# the command leaves a child that holds none of the lease's descriptors
+	out=$("$VISDEV" --fixture "$FIXTURES/one.json" run -- \
+		sh -c 'exec 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-; sleep 4 >/dev/null 2>&1 & echo started')
+	# visdev returned (its output closed) while the child still runs, and the lease lives on
+	[ "$out" = started ]
+	[ "$(one leases --json | jq '.leases | length')" -eq 1 ]
+	run one run -- true
+	assert_status 3
+	# and it ends with the last process of the job
+	wait_for eval '[ "$(one leases --json | jq ".leases | length")" -eq 0 ]'
+	run one run -- true
+	assert_status 0
+}
