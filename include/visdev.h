@@ -39,18 +39,18 @@ extern "C" {
 /* Errors: 0 is success, every failure is one of these, negative. */
 enum vd_error {
 	VD_OK = 0,
-	VD_EINVAL = -1,     /* a malformed argument or value */
-	VD_ENOMEM = -2,     /* out of memory */
-	VD_ENOTFOUND = -3,  /* no such file, device or entry */
-	VD_EIO = -4,        /* reading or writing failed */
-	VD_EPARSE = -5,     /* a malformed fixture */
-	VD_ENODRIVER = -6,  /* the NVML library could not be loaded */
-	VD_ENVML = -7,      /* NVML answered with an error */
-	VD_EBUSY = -8,      /* held by someone else */
-	VD_EPERM = -9,      /* refused: permissions or an unsafe file */
-	VD_ECUDA = -10,     /* the CUDA driver could not be asked */
-	VD_ENOFIT = -11,    /* no GPU fits the request (the choice says why) */
-	VD_EINTR = -12,     /* a wait was interrupted by a signal */
+	VD_EINVAL = -1,	   /* a malformed argument or value */
+	VD_ENOMEM = -2,	   /* out of memory */
+	VD_ENOTFOUND = -3, /* no such file, device or entry */
+	VD_EIO = -4,	   /* reading or writing failed */
+	VD_EPARSE = -5,	   /* a malformed fixture */
+	VD_ENODRIVER = -6, /* the NVML library could not be loaded */
+	VD_ENVML = -7,	   /* NVML answered with an error */
+	VD_EBUSY = -8,	   /* held by someone else */
+	VD_EPERM = -9,	   /* refused: permissions or an unsafe file */
+	VD_ECUDA = -10,	   /* the CUDA driver could not be asked */
+	VD_ENOFIT = -11,   /* no GPU fits the request (the choice says why) */
+	VD_EINTR = -12,	   /* a wait was interrupted by a signal */
 };
 
 /*
@@ -67,21 +67,21 @@ VD_API const char *vd_version(void);
 
 /* ---- The device model ------------------------------------------------ */
 
-#define VD_UUID_MAX 96
-#define VD_NAME_MAX 96
-#define VD_BUSID_MAX 32
+#define VD_UUID_MAX	96
+#define VD_NAME_MAX	96
+#define VD_BUSID_MAX	32
 #define VD_PROCNAME_MAX 64
-#define VD_PROFILE_MAX 32
-#define VD_DRIVER_MAX 32
-#define VD_COMMAND_MAX 256
+#define VD_PROFILE_MAX	32
+#define VD_DRIVER_MAX	32
+#define VD_COMMAND_MAX	256
 
 /* Which of a GPU's (or MIG instance's) measurements are known. */
 enum vd_gpu_fields {
-	VD_GPU_MEMORY = 1 << 0,      /* memory_total_mib and memory_used_mib */
+	VD_GPU_MEMORY = 1 << 0,	     /* memory_total_mib and memory_used_mib */
 	VD_GPU_UTILIZATION = 1 << 1, /* utilization_gpu */
 	VD_GPU_TEMPERATURE = 1 << 2, /* temperature_c */
-	VD_GPU_POWER = 1 << 3,       /* power_mw */
-	VD_GPU_NUMA = 1 << 4,        /* numa_node */
+	VD_GPU_POWER = 1 << 3,	     /* power_mw */
+	VD_GPU_NUMA = 1 << 4,	     /* numa_node */
 	VD_GPU_CUDA_RANK = 1 << 5,   /* cuda_rank */
 	VD_GPU_PROCESSES = 1 << 6,   /* processes: the list is known (maybe empty) */
 };
@@ -89,40 +89,40 @@ enum vd_gpu_fields {
 /* A process using a GPU. */
 struct vd_process {
 	uint32_t pid;
-	int used_known;  /* used_mib is known */
+	int used_known; /* used_mib is known */
 	uint64_t used_mib;
-	char name[VD_PROCNAME_MAX];  /* "" when unknown */
+	char name[VD_PROCNAME_MAX]; /* "" when unknown */
 };
 
 /* A MIG instance of a GPU in MIG mode. */
 struct vd_mig {
-	char uuid[VD_UUID_MAX];  /* "MIG-..." */
-	unsigned gi;             /* GPU instance id */
-	unsigned ci;             /* compute instance id */
-	char profile[VD_PROFILE_MAX];  /* "3g.40gb", "" when unknown */
-	unsigned fields;         /* VD_GPU_MEMORY */
+	char uuid[VD_UUID_MAX];	      /* "MIG-..." */
+	unsigned gi;		      /* GPU instance id */
+	unsigned ci;		      /* compute instance id */
+	char profile[VD_PROFILE_MAX]; /* "3g.40gb", "" when unknown */
+	unsigned fields;	      /* VD_GPU_MEMORY */
 	uint64_t memory_total_mib;
 	uint64_t memory_used_mib;
 };
 
 /* A physical GPU. Fields not named in `fields` are unknown, not zero. */
 struct vd_gpu {
-	unsigned index;                  /* position in PCI bus order, as nvidia-smi */
-	char uuid[VD_UUID_MAX];          /* "GPU-..." */
-	char name[VD_NAME_MAX];          /* "NVIDIA H100 80GB HBM3" */
-	char pci_bus_id[VD_BUSID_MAX];   /* "00000000:18:00.0" */
-	int lost;                        /* fell off the bus: never to be chosen */
-	unsigned fields;                 /* enum vd_gpu_fields */
+	unsigned index;		       /* position in PCI bus order, as nvidia-smi */
+	char uuid[VD_UUID_MAX];	       /* "GPU-..." */
+	char name[VD_NAME_MAX];	       /* "NVIDIA H100 80GB HBM3" */
+	char pci_bus_id[VD_BUSID_MAX]; /* "00000000:18:00.0" */
+	int lost;		       /* fell off the bus: never to be chosen */
+	unsigned fields;	       /* enum vd_gpu_fields */
 	uint64_t memory_total_mib;
 	uint64_t memory_used_mib;
-	unsigned utilization_gpu;        /* percent */
+	unsigned utilization_gpu; /* percent */
 	int temperature_c;
-	unsigned power_mw;               /* milliwatts */
+	unsigned power_mw; /* milliwatts */
 	int numa_node;
-	unsigned cuda_rank;              /* place in CUDA's fastest-first order */
+	unsigned cuda_rank; /* place in CUDA's fastest-first order */
 	struct vd_process *processes;
 	size_t nprocesses;
-	int mig_mode;                    /* MIG mode is enabled */
+	int mig_mode; /* MIG mode is enabled */
 	struct vd_mig *mig;
 	size_t nmig;
 };
@@ -130,26 +130,26 @@ struct vd_gpu {
 /* How near two GPUs are, nearest first. */
 enum vd_link_level {
 	VD_LINK_NVLINK = 0,
-	VD_LINK_PIX,   /* same PCIe switch */
-	VD_LINK_PXB,   /* several PCIe switches */
-	VD_LINK_PHB,   /* same host bridge */
-	VD_LINK_NODE,  /* same NUMA node */
-	VD_LINK_SYS,   /* across sockets */
+	VD_LINK_PIX,  /* same PCIe switch */
+	VD_LINK_PXB,  /* several PCIe switches */
+	VD_LINK_PHB,  /* same host bridge */
+	VD_LINK_NODE, /* same NUMA node */
+	VD_LINK_SYS,  /* across sockets */
 };
 
 /* "nvlink", "pix", ...; NULL for a value out of range. */
 VD_API const char *vd_link_level_name(enum vd_link_level level);
 
 struct vd_link {
-	unsigned a, b;  /* GPU indices, a < b */
+	unsigned a, b; /* GPU indices, a < b */
 	enum vd_link_level level;
 };
 
 /* What one backend saw of the machine at one moment. */
 struct vd_system {
-	char driver_version[VD_DRIVER_MAX];  /* "" when unknown */
-	int cuda_driver_version;             /* 12040 for 12.4; -1 when unknown */
-	struct vd_gpu *gpus;                 /* in PCI bus order: gpus[i].index == i */
+	char driver_version[VD_DRIVER_MAX]; /* "" when unknown */
+	int cuda_driver_version;	    /* 12040 for 12.4; -1 when unknown */
+	struct vd_gpu *gpus;		    /* in PCI bus order: gpus[i].index == i */
 	size_t ngpus;
 	struct vd_link *links;
 	size_t nlinks;
@@ -172,10 +172,10 @@ VD_API int vd_system_fastest_known(const struct vd_system *sys);
 struct vd_backend;
 
 struct vd_backend_options {
-	int demo;              /* the built-in demo server */
-	const char *fixture;   /* a simulated server from this JSON file */
-	const char *nvml_lib;  /* load this libnvidia-ml instead of the system's */
-	int use_env;           /* unset choices fall back to VISDEV_FIXTURE, VISDEV_NVML_LIB */
+	int demo;	      /* the built-in demo server */
+	const char *fixture;  /* a simulated server from this JSON file */
+	const char *nvml_lib; /* load this libnvidia-ml instead of the system's */
+	int use_env;	      /* unset choices fall back to VISDEV_FIXTURE, VISDEV_NVML_LIB */
 };
 
 /*
@@ -207,8 +207,8 @@ VD_API void vd_backend_free(struct vd_backend *backend);
 
 /* CUDA's enumeration order, chosen by CUDA_DEVICE_ORDER. */
 enum vd_order {
-	VD_ORDER_FASTEST = 0,  /* unset or FASTEST_FIRST: CUDA's default */
-	VD_ORDER_PCI = 1,      /* PCI_BUS_ID: the order of nvidia-smi and NVML */
+	VD_ORDER_FASTEST = 0, /* unset or FASTEST_FIRST: CUDA's default */
+	VD_ORDER_PCI = 1,     /* PCI_BUS_ID: the order of nvidia-smi and NVML */
 };
 
 /*
@@ -224,13 +224,13 @@ VD_API const char *vd_order_name(enum vd_order order);
 /* Why a list of devices stopped before its end. */
 enum vd_stop_reason {
 	VD_STOP_NONE = 0,
-	VD_STOP_EMPTY,         /* an empty element ("0,,1", "0,1,") */
-	VD_STOP_NOT_A_NUMBER,  /* no digits where an ordinal was expected */
-	VD_STOP_NEGATIVE,      /* a negative ordinal */
-	VD_STOP_OUT_OF_RANGE,  /* an ordinal not below the device count */
-	VD_STOP_NOT_UUID,      /* in a UUID list, an element without GPU- or MIG- */
-	VD_STOP_NO_MATCH,      /* a UUID (prefix) that names no device */
-	VD_STOP_AMBIGUOUS,     /* a UUID prefix that names several devices */
+	VD_STOP_EMPTY,	      /* an empty element ("0,,1", "0,1,") */
+	VD_STOP_NOT_A_NUMBER, /* no digits where an ordinal was expected */
+	VD_STOP_NEGATIVE,     /* a negative ordinal */
+	VD_STOP_OUT_OF_RANGE, /* an ordinal not below the device count */
+	VD_STOP_NOT_UUID,     /* in a UUID list, an element without GPU- or MIG- */
+	VD_STOP_NO_MATCH,     /* a UUID (prefix) that names no device */
+	VD_STOP_AMBIGUOUS,    /* a UUID prefix that names several devices */
 };
 
 /* "empty", "not-a-number", ... (the JSON names); NULL for VD_STOP_NONE. */
@@ -238,29 +238,29 @@ VD_API const char *vd_stop_reason_name(enum vd_stop_reason reason);
 
 /* One device CUDA will see: a whole GPU, or one MIG instance of it. */
 struct vd_device_ref {
-	unsigned gpu;  /* index into vd_system.gpus */
-	int mig;       /* index into that GPU's mig, or -1 for the whole GPU */
+	unsigned gpu; /* index into vd_system.gpus */
+	int mig;      /* index into that GPU's mig, or -1 for the whole GPU */
 };
 
 /* What CUDA makes of a value of CUDA_VISIBLE_DEVICES on a machine. */
 struct vd_resolution {
-	int set;                   /* the variable is set (possibly empty) */
-	enum vd_order order;       /* the order ordinals were counted in */
-	int order_assumed;         /* fastest-first was asked but is unknown:
-	                              PCI bus order was used, and said */
-	int uuid_form;             /* the value is a list of GPU-/MIG- ids */
-	struct vd_device_ref *devices;  /* devices[n] is cuda:n */
+	int set;		       /* the variable is set (possibly empty) */
+	enum vd_order order;	       /* the order ordinals were counted in */
+	int order_assumed;	       /* fastest-first was asked but is unknown:
+					  PCI bus order was used, and said */
+	int uuid_form;		       /* the value is a list of GPU-/MIG- ids */
+	struct vd_device_ref *devices; /* devices[n] is cuda:n */
 	size_t ndevices;
-	size_t nelements;          /* elements in the value, all of them */
+	size_t nelements;	   /* elements in the value, all of them */
 	enum vd_stop_reason stop;  /* why the list ended early, or NONE */
-	size_t stop_position;      /* 0-based element where it stopped */
-	char *stop_token;          /* that element as written */
-	int duplicate;             /* a device named twice: nothing is visible */
+	size_t stop_position;	   /* 0-based element where it stopped */
+	char *stop_token;	   /* that element as written */
+	int duplicate;		   /* a device named twice: nothing is visible */
 	size_t duplicate_position; /* the element naming it the second time */
-	size_t duplicate_first;    /* the element naming it the first time */
-	size_t mig_limit;          /* how many of devices CUDA can use at once,
-	                              0 for no limit; see warnings */
-	char **warnings;           /* one-line notes, plain words */
+	size_t duplicate_first;	   /* the element naming it the first time */
+	size_t mig_limit;	   /* how many of devices CUDA can use at once,
+				      0 for no limit; see warnings */
+	char **warnings;	   /* one-line notes, plain words */
 	size_t nwarnings;
 };
 
@@ -277,8 +277,8 @@ VD_API void vd_resolution_free(struct vd_resolution *res);
 
 /* Which form vd_visible_format() writes. */
 enum vd_format {
-	VD_FORMAT_INDEX = 0,  /* PCI bus indices, for CUDA_DEVICE_ORDER=PCI_BUS_ID */
-	VD_FORMAT_UUID = 1,   /* full GPU-/MIG- UUIDs, whatever the order */
+	VD_FORMAT_INDEX = 0, /* PCI bus indices, for CUDA_DEVICE_ORDER=PCI_BUS_ID */
+	VD_FORMAT_UUID = 1,  /* full GPU-/MIG- UUIDs, whatever the order */
 };
 
 /*
@@ -293,18 +293,18 @@ VD_API int vd_visible_format(char **out, const struct vd_system *sys,
 
 /* What the NVIDIA container runtime does with NVIDIA_VISIBLE_DEVICES. */
 enum vd_container_mode {
-	VD_CONTAINER_UNSET = 0,  /* not set: the runtime's own default */
-	VD_CONTAINER_ALL,        /* "all": every GPU */
-	VD_CONTAINER_NONE,       /* "none": no GPU, but the driver is mounted */
-	VD_CONTAINER_VOID,       /* "void" or empty: no GPU support at all */
-	VD_CONTAINER_LIST,       /* indices or UUIDs */
+	VD_CONTAINER_UNSET = 0, /* not set: the runtime's own default */
+	VD_CONTAINER_ALL,	/* "all": every GPU */
+	VD_CONTAINER_NONE,	/* "none": no GPU, but the driver is mounted */
+	VD_CONTAINER_VOID,	/* "void" or empty: no GPU support at all */
+	VD_CONTAINER_LIST,	/* indices or UUIDs */
 };
 
 struct vd_container_view {
 	enum vd_container_mode mode;
-	struct vd_device_ref *devices;  /* with VD_CONTAINER_LIST and ALL */
+	struct vd_device_ref *devices; /* with VD_CONTAINER_LIST and ALL */
 	size_t ndevices;
-	char **warnings;  /* elements that name no device, and the like */
+	char **warnings; /* elements that name no device, and the like */
 	size_t nwarnings;
 };
 
@@ -353,23 +353,23 @@ VD_API int vd_parse_size_mib(uint64_t *out, const char *text);
 /* ---- Leases: who holds which GPU (lease.c) ------------------------------ */
 
 enum vd_lease_mode {
-	VD_LEASE_EXCLUSIVE = 0,  /* the whole device, for one job */
-	VD_LEASE_SHARED = 1,     /* a share of its memory, declared in mem_mib */
+	VD_LEASE_EXCLUSIVE = 0, /* the whole device, for one job */
+	VD_LEASE_SHARED = 1,	/* a share of its memory, declared in mem_mib */
 };
 
 /* One live lease on one device, as its holder recorded it. */
 struct vd_lease_holder {
-	char uuid[VD_UUID_MAX];     /* the device: a GPU- or MIG- UUID */
+	char uuid[VD_UUID_MAX]; /* the device: a GPU- or MIG- UUID */
 	enum vd_lease_mode mode;
-	uint64_t mem_mib;           /* shared: the memory reserved */
-	uint64_t mem_unused_mib;    /* shared: reserved but not yet allocated by the job,
-	                               as far as the snapshot given to vd_leases_read shows */
+	uint64_t mem_mib;	 /* shared: the memory reserved */
+	uint64_t mem_unused_mib; /* shared: reserved but not yet allocated by the job,
+				    as far as the snapshot given to vd_leases_read shows */
 	uint32_t uid;
 	char user[32];
-	int32_t pid;                /* the job's first process */
-	int32_t pgid;               /* the job's process group */
+	int32_t pid;		      /* the job's first process */
+	int32_t pgid;		      /* the job's process group */
 	char command[VD_COMMAND_MAX]; /* the job's command line, cut to fit */
-	int64_t since;              /* when the lease was taken, seconds since the epoch */
+	int64_t since;		      /* when the lease was taken, seconds since the epoch */
 };
 
 struct vd_leases {
@@ -411,8 +411,8 @@ struct vd_select_options;
  * others to see (who holds what). Returns 0 and *out, or VD_ENOFIT with
  * *choice's reasons (and *out NULL); *choice, when not NULL, is the
  * caller's to free either way. Errors: VD_EPERM for an unsafe lease
- * directory or lock file (a symlink, a relative path), VD_EBUSY when the devices chosen kept being taken by others (try again),
- * VD_EIO, VD_ENOMEM.
+ * directory or lock file (a symlink, a relative path), VD_EBUSY when the devices chosen kept being
+ * taken by others (try again), VD_EIO, VD_ENOMEM.
  *
  * The lease lasts while any process holds its lock descriptors: this
  * process, and any child that inherited them (see vd_lease_inherit). It
@@ -472,9 +472,9 @@ VD_API void vd_lease_watch_free(struct vd_lease_watch *watch);
 /* ---- Selection: which devices fit (select.c, pure) --------------------- */
 
 enum vd_policy {
-	VD_POLICY_MOST_FREE = 0,  /* the most free memory first (the default) */
-	VD_POLICY_LEAST_USED,     /* the lowest utilisation first */
-	VD_POLICY_PACK,           /* the least free memory that still fits: fill GPUs up */
+	VD_POLICY_MOST_FREE = 0, /* the most free memory first (the default) */
+	VD_POLICY_LEAST_USED,	 /* the lowest utilisation first */
+	VD_POLICY_PACK,		 /* the least free memory that still fits: fill GPUs up */
 };
 
 /* "most-free", "least-used", "pack"; and back (VD_EINVAL for another word). */
@@ -482,28 +482,28 @@ VD_API const char *vd_policy_name(enum vd_policy policy);
 VD_API int vd_policy_parse(enum vd_policy *out, const char *name);
 
 struct vd_select_options {
-	unsigned n;                /* devices wanted; 0 is taken as 1 */
-	uint64_t min_free_mib;     /* 0: no minimum */
-	int max_util;              /* percent; -1: no maximum */
-	const char *model;         /* shell pattern on the name, case ignored; NULL: any */
-	const unsigned *exclude;   /* physical GPU indices never to choose */
+	unsigned n;		 /* devices wanted; 0 is taken as 1 */
+	uint64_t min_free_mib;	 /* 0: no minimum */
+	int max_util;		 /* percent; -1: no maximum */
+	const char *model;	 /* shell pattern on the name, case ignored; NULL: any */
+	const unsigned *exclude; /* physical GPU indices never to choose */
 	size_t nexclude;
 	enum vd_policy policy;
-	uint64_t mem_mib;          /* 0: exclusive lease; else a shared lease of this much */
+	uint64_t mem_mib; /* 0: exclusive lease; else a shared lease of this much */
 };
 
 /* The defaults: one device, no limits, most-free, exclusive. */
 VD_API void vd_select_options_init(struct vd_select_options *opts);
 
 struct vd_choice {
-	struct vd_device_ref *devices;  /* chosen, best first; ndevices == n on success */
+	struct vd_device_ref *devices; /* chosen, best first; ndevices == n on success */
 	size_t ndevices;
-	char **reasons;   /* one line per device not chosen that could not be:
-	                     "GPU 3: leased by alice (pid 4242, python train.py) since 10:02" */
+	char **reasons; /* one line per device not chosen that could not be:
+			   "GPU 3: leased by alice (pid 4242, python train.py) since 10:02" */
 	size_t nreasons;
-	int never;        /* with VD_ENOFIT: no end of a lease or change of load can make
-	                     it fit (too few devices of the model, too little memory in all),
-	                     so waiting is pointless */
+	int never; /* with VD_ENOFIT: no end of a lease or change of load can make
+		      it fit (too few devices of the model, too little memory in all),
+		      so waiting is pointless */
 };
 
 /*

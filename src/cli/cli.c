@@ -169,8 +169,9 @@ json_t *cli_json_device(const struct vd_system *sys, struct vd_device_ref d)
 		json_object_set_new(o, "uuid", json_string(m->uuid));
 		json_object_set_new(o, "name", cli_json_str(gpu->name));
 		json_object_set_new(o, "pci_bus_id", json_string(gpu->pci_bus_id));
-		json_object_set_new(o, "mig", json_pack("{s:i, s:i, s:s}", "gi", (int)m->gi, "ci",
-							(int)m->ci, "profile", m->profile));
+		json_object_set_new(o, "mig",
+				    json_pack("{s:i, s:i, s:s}", "gi", (int)m->gi, "ci", (int)m->ci,
+					      "profile", m->profile));
 		return o;
 	}
 	json_object_set_new(o, "uuid", json_string(gpu->uuid));
@@ -312,7 +313,8 @@ int cli_select_option(struct cli_select *s, int opt, const char *arg)
 			return -1;
 		}
 		if (opt == 'R' && !s->opts.mem_mib) {
-			cli_error("--mem: must be more than 0 (without --mem, the lease is exclusive)");
+			cli_error(
+				"--mem: must be more than 0 (without --mem, the lease is exclusive)");
 			return -1;
 		}
 		return 1;
@@ -410,8 +412,8 @@ json_t *cli_json_lease(const struct vd_lease_holder *h)
 	return json_pack("{s:s, s:I, s:s, s:s, s:s, s:o}", "user", h->user, "pid",
 			 (json_int_t)h->pid, "command", h->command, "since", since, "mode",
 			 h->mode == VD_LEASE_SHARED ? "shared" : "exclusive", "mem_mib",
-			 h->mode == VD_LEASE_SHARED ? json_integer((json_int_t)h->mem_mib)
-						    : json_null());
+			 h->mode == VD_LEASE_SHARED ? json_integer((json_int_t)h->mem_mib) :
+						      json_null());
 }
 
 int cli_note_own_leases(const struct vd_system *sys)

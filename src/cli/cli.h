@@ -13,9 +13,9 @@
 /* Exit codes, documented in visdev(1). */
 enum {
 	EXIT_OK = 0,
-	EXIT_FAIL = 1,   /* something went wrong */
-	EXIT_USAGE = 2,  /* the command line is wrong */
-	EXIT_NONE = 3,   /* no GPU fits, or none was found */
+	EXIT_FAIL = 1,	/* something went wrong */
+	EXIT_USAGE = 2, /* the command line is wrong */
+	EXIT_NONE = 3,	/* no GPU fits, or none was found */
 };
 
 /* Options every command takes. */
@@ -24,6 +24,9 @@ struct cli_globals {
 	int help;
 	struct vd_backend_options backend;
 };
+
+/* The option tables read best one entry a line. */
+/* clang-format off */
 
 /* getopt_long entries for the global options, to end each command's table. */
 #define CLI_GLOBAL_OPTIONS                                     \
@@ -40,6 +43,8 @@ struct cli_globals {
 	"  --fixture FILE     use a simulated server described in FILE (JSON)\n" \
 	"  --nvml-lib PATH    load this libnvidia-ml instead of the system's\n" \
 	"  -h, --help         show this help\n"
+
+/* clang-format on */
 
 /*
  * Handles one global option returned by getopt_long. Returns 1 when the
@@ -116,10 +121,11 @@ int cli_resolve_env(struct vd_resolution **out, const struct vd_system *sys, int
 struct cli_select {
 	struct vd_select_options opts;
 	unsigned *exclude;
-	int format;  /* -1: the safest form for the case; else enum vd_format */
+	int format; /* -1: the safest form for the case; else enum vd_format */
 	int or_cpu;
 };
 
+/* clang-format off */
 #define CLI_SELECT_OPTIONS                                       \
 	{ "min-free", required_argument, NULL, 'M' },            \
 	{ "max-util", required_argument, NULL, 'U' },            \
@@ -142,6 +148,8 @@ struct cli_select {
 	"  --format FORM      write the value as index (with CUDA_DEVICE_ORDER=PCI_BUS_ID)\n" \
 	"                     or uuid; default index, uuid under a parent restriction or MIG\n" \
 	"  --or-cpu           when no GPU fits, fall back to the CPU (an empty value), exit 0\n"
+
+/* clang-format on */
 
 /* Sets up the defaults of the selection options. */
 void cli_select_init(struct cli_select *s);

@@ -74,10 +74,12 @@ int cmd_leases(int argc, char **argv)
 
 			device_label(label, sizeof(label), sys, h->uuid, &index);
 			json_object_set_new(o, "uuid", json_string(h->uuid));
-			json_object_set_new(o, "index", index < 0 ? json_null() : json_integer(index));
+			json_object_set_new(o, "index",
+					    index < 0 ? json_null() : json_integer(index));
 			json_array_append_new(a, o);
 		}
-		rc = cli_print_json(json_pack("{s:s, s:o}", "lease_dir", vd_lease_dir(), "leases", a));
+		rc = cli_print_json(
+			json_pack("{s:s, s:o}", "lease_dir", vd_lease_dir(), "leases", a));
 		goto out;
 	}
 	if (!leases->n) {

@@ -92,13 +92,13 @@ static json_t *json_gpu(const struct vd_system *sys, const struct vd_resolution 
 		int known = mi->fields & VD_GPU_MEMORY;
 
 		json_array_append_new(
-			mig, json_pack("{s:s, s:i, s:i, s:s, s:o, s:o, s:o, s:o}", "uuid", mi->uuid, "gi",
-				       (int)mi->gi, "ci", (int)mi->ci, "profile", mi->profile,
+			mig, json_pack("{s:s, s:i, s:i, s:s, s:o, s:o, s:o, s:o}", "uuid", mi->uuid,
+				       "gi", (int)mi->gi, "ci", (int)mi->ci, "profile", mi->profile,
 				       "memory_total_mib",
 				       cli_json_known_int(known, (long long)mi->memory_total_mib),
 				       "memory_used_mib",
-				       cli_json_known_int(known, (long long)mi->memory_used_mib), "cuda",
-				       mc < 0 ? json_null() : json_integer(mc), "leases",
+				       cli_json_known_int(known, (long long)mi->memory_used_mib),
+				       "cuda", mc < 0 ? json_null() : json_integer(mc), "leases",
 				       json_leases(leases, mi->uuid)));
 	}
 	json_object_set_new(o, "mig", mig);
@@ -114,10 +114,11 @@ static int print_json(const struct vd_system *sys, const struct vd_resolution *r
 	const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
 
 	json_object_set_new(root, "driver_version",
-			    sys->driver_version[0] ? json_string(sys->driver_version) : json_null());
-	json_object_set_new(root, "cuda_driver_version",
-			    cli_json_known_int(sys->cuda_driver_version >= 0,
-					       sys->cuda_driver_version));
+			    sys->driver_version[0] ? json_string(sys->driver_version) :
+						     json_null());
+	json_object_set_new(
+		root, "cuda_driver_version",
+		cli_json_known_int(sys->cuda_driver_version >= 0, sys->cuda_driver_version));
 	for (size_t i = 0; i < sys->ngpus; i++)
 		json_array_append_new(gpus, json_gpu(sys, res, leases, i));
 	json_object_set_new(root, "gpus", gpus);
@@ -201,8 +202,8 @@ static void print_table(const struct vd_system *sys, const struct vd_resolution 
 
 		format_cuda(cuda, sizeof(cuda), cuda_number(res, (unsigned)i, -1));
 		if (g->lost) {
-			printf("%3u  %-*s  lost: fell off the bus, never chosen  %s\n", g->index,
-			       w, g->name[0] ? g->name : g->uuid, cuda);
+			printf("%3u  %-*s  lost: fell off the bus, never chosen  %s\n", g->index, w,
+			       g->name[0] ? g->name : g->uuid, cuda);
 			continue;
 		}
 		format_memory(mem, sizeof(mem), g->fields & VD_GPU_MEMORY, g->memory_used_mib,
@@ -226,8 +227,8 @@ static void print_table(const struct vd_system *sys, const struct vd_resolution 
 			format_memory(mem, sizeof(mem), mi->fields & VD_GPU_MEMORY,
 				      mi->memory_used_mib, mi->memory_total_mib);
 			format_cuda(cuda, sizeof(cuda), cuda_number(res, (unsigned)i, (int)m));
-			printf("%3s  %-*s  %-17s  %4s  %4s  %5s  %-20s  %s\n", "", w, label, mem, "",
-			       "", "", mi->uuid, cuda);
+			printf("%3s  %-*s  %-17s  %4s  %4s  %5s  %-20s  %s\n", "", w, label, mem,
+			       "", "", "", mi->uuid, cuda);
 			print_leases(leases, mi->uuid);
 		}
 	}

@@ -16,13 +16,15 @@ static const char usage[] =
 	"prints the variables for them, to eval:  eval \"$(visdev pick -n 2)\"\n"
 	"pick reserves nothing: another job may take the same GPUs a moment later.\n"
 	"To hold them for a job, use 'visdev run'.\n"
-	"\n" CLI_SELECT_USAGE "  --shell SHELL      sh (default, also bash and zsh) or fish\n" CLI_GLOBAL_USAGE;
+	"\n" CLI_SELECT_USAGE
+	"  --shell SHELL      sh (default, also bash and zsh) or fish\n" CLI_GLOBAL_USAGE;
 
 /* Whether a value can go unquoted into a shell line. */
 static int shell_safe(const char *v)
 {
-	return *v && strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789,-_./") ==
-			     strlen(v);
+	return *v &&
+	       strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789,-_./") ==
+		       strlen(v);
 }
 
 static void print_shell(int fish, const char *value)
@@ -47,9 +49,9 @@ static int print_json(const struct vd_system *sys, const struct vd_choice *choic
 		const struct vd_gpu *g = &sys->gpus[choice->devices[i].gpu];
 		json_t *d = cli_json_device(sys, choice->devices[i]);
 
-		json_object_set_new(d, "memory_free_mib",
-				    cli_json_known_int(g->fields & VD_GPU_MEMORY,
-						       vd_gpu_memory_free_mib(g)));
+		json_object_set_new(
+			d, "memory_free_mib",
+			cli_json_known_int(g->fields & VD_GPU_MEMORY, vd_gpu_memory_free_mib(g)));
 		json_array_append_new(devs, d);
 	}
 	for (size_t i = 0; choice && i < choice->nreasons; i++)
@@ -63,9 +65,12 @@ static int print_json(const struct vd_system *sys, const struct vd_choice *choic
 
 int cmd_pick(int argc, char **argv)
 {
-	enum { OPT_SHELL = 256 };
+	enum {
+		OPT_SHELL = 256
+	};
 	static const struct option options[] = { { "shell", required_argument, NULL, OPT_SHELL },
-						 CLI_SELECT_OPTIONS, CLI_GLOBAL_OPTIONS };
+						 CLI_SELECT_OPTIONS,
+						 CLI_GLOBAL_OPTIONS };
 	struct cli_globals g = { 0 };
 	struct cli_select sel;
 	struct vd_system *sys = NULL;
@@ -98,8 +103,9 @@ int cmd_pick(int argc, char **argv)
 		goto out;
 	}
 	if (optind < argc) {
-		cli_error("pick takes no arguments ('%s' given); to run a command, use 'visdev run'",
-			  argv[optind]);
+		cli_error(
+			"pick takes no arguments ('%s' given); to run a command, use 'visdev run'",
+			argv[optind]);
 		rc = cli_usage_error(usage);
 		goto out;
 	}

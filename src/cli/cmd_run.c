@@ -370,7 +370,8 @@ static double now_seconds(void)
  * *lease and *sys are set.
  */
 static int lease_gpus(struct vd_lease **lease, struct vd_system **sys, const struct cli_globals *g,
-		      const struct cli_select *sel, const char *dir, double wait, const char *cmdline)
+		      const struct cli_select *sel, const char *dir, double wait,
+		      const char *cmdline)
 {
 	struct vd_lease_watch *watch = NULL;
 	struct vd_resolution *parent = NULL;
@@ -409,9 +410,9 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys, const str
 		}
 		if (!watch || choice->never || (wait >= 0 && now_seconds() >= deadline)) {
 			cli_error("%s%s", vd_error_last(),
-				  choice->never ? ", and never will on this machine"
-				  : watch	? " (waited long enough)"
-						: "");
+				  choice->never ? ", and never will on this machine" :
+				  watch		? " (waited long enough)" :
+						  "");
 			cli_print_reasons(choice);
 			if (!cli_note_own_leases(*sys) && !watch && !choice->never)
 				fprintf(stderr, "visdev: to wait until GPUs fit, use --wait\n");
@@ -464,12 +465,12 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys, const str
 
 int cmd_run(int argc, char **argv)
 {
-	enum { OPT_WAIT = 256 };
-	static const struct option options[] = {
-		{ "wait", optional_argument, NULL, OPT_WAIT },
-		CLI_SELECT_OPTIONS,
-		CLI_GLOBAL_OPTIONS
+	enum {
+		OPT_WAIT = 256
 	};
+	static const struct option options[] = { { "wait", optional_argument, NULL, OPT_WAIT },
+						 CLI_SELECT_OPTIONS,
+						 CLI_GLOBAL_OPTIONS };
 	struct cli_globals g = { 0 };
 	struct cli_select sel;
 	struct vd_system *sys = NULL;
@@ -537,7 +538,8 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	}
 	if (rc == EXIT_NONE && sel.or_cpu) {
-		cli_error("no GPU fits; running on the CPU (--or-cpu): CUDA_VISIBLE_DEVICES is empty");
+		cli_error(
+			"no GPU fits; running on the CPU (--or-cpu): CUDA_VISIBLE_DEVICES is empty");
 		value = strdup("");
 	} else if (rc) {
 		goto out;

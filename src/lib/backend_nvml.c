@@ -28,9 +28,9 @@ typedef enum {
 } nvmlReturn_t;
 
 enum {
-	NVML_TEMPERATURE_GPU = 0, /* nvmlTemperatureSensors_t */
+	NVML_TEMPERATURE_GPU = 0,	/* nvmlTemperatureSensors_t */
 	NVML_P2P_CAPS_INDEX_NVLINK = 2, /* nvmlGpuP2PCapsIndex_t */
-	NVML_P2P_STATUS_OK = 0, /* nvmlGpuP2PStatus_t */
+	NVML_P2P_STATUS_OK = 0,		/* nvmlGpuP2PStatus_t */
 	NVML_DEVICE_MIG_ENABLE = 1,
 };
 

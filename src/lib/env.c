@@ -10,8 +10,7 @@
 #include "internal.h"
 
 /* Finds the device one element of NVIDIA_VISIBLE_DEVICES names. */
-static int container_element(struct vd_device_ref *out, const struct vd_system *sys,
-			     const char *s)
+static int container_element(struct vd_device_ref *out, const struct vd_system *sys, const char *s)
 {
 	char *end;
 	unsigned long g, m;
@@ -74,10 +73,11 @@ static int container_list(struct vd_container_view *v, const struct vd_system *s
 		if (container_element(&d, sys, tok))
 			v->devices[v->ndevices++] = d;
 		else
-			err = strings_push(&v->warnings, &v->nwarnings,
-					   "NVIDIA_VISIBLE_DEVICES names '%s', which is no GPU here: "
-					   "the container runtime refuses to start the container",
-					   tok);
+			err = strings_push(
+				&v->warnings, &v->nwarnings,
+				"NVIDIA_VISIBLE_DEVICES names '%s', which is no GPU here: "
+				"the container runtime refuses to start the container",
+				tok);
 	}
 out:
 	free(copy);
@@ -168,13 +168,15 @@ static int check_value(char ***out, size_t *n, const char *value)
 				    "them as part of the value; remove them",
 				    value);
 	if (first != value && (!strncmp(first, "GPU-", 4) || !strncmp(first, "MIG-", 4)))
-		return strings_push(out, n,
-				    "CUDA_VISIBLE_DEVICES starts with a blank before a UUID: CUDA "
-				    "then reads it as ordinals and sees no device; remove the blank");
+		return strings_push(
+			out, n,
+			"CUDA_VISIBLE_DEVICES starts with a blank before a UUID: CUDA "
+			"then reads it as ordinals and sees no device; remove the blank");
 	if (strstr(value, ", GPU-") || strstr(value, ", MIG-"))
-		return strings_push(out, n,
-				    "CUDA_VISIBLE_DEVICES has a blank after a comma in a UUID list: "
-				    "CUDA stops the list there; remove the blanks");
+		return strings_push(
+			out, n,
+			"CUDA_VISIBLE_DEVICES has a blank after a comma in a UUID list: "
+			"CUDA stops the list there; remove the blanks");
 	return 0;
 }
 

@@ -26,8 +26,8 @@ const char *vd_error_last(void)
 const char *vd_error_name(int code)
 {
 	static const char *const names[] = {
-		"OK", "EINVAL", "ENOMEM", "ENOTFOUND", "EIO", "EPARSE",
-		"ENODRIVER", "ENVML", "EBUSY", "EPERM", "ECUDA", "ENOFIT", "EINTR",
+		"OK",	 "EINVAL", "ENOMEM", "ENOTFOUND", "EIO",    "EPARSE", "ENODRIVER",
+		"ENVML", "EBUSY",  "EPERM",  "ECUDA",	  "ENOFIT", "EINTR",
 	};
 
 	if (code > 0 || (size_t)-code >= ARRAY_SIZE(names))

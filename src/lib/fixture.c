@@ -23,7 +23,7 @@
 #include "internal.h"
 
 #define FIXTURE_MAX_GPUS      1024
-#define FIXTURE_MAX_MIG	      64 /* per GPU; real ones have at most 7 */
+#define FIXTURE_MAX_MIG	      64   /* per GPU; real ones have at most 7 */
 #define FIXTURE_MAX_PROCESSES 4096 /* per GPU */
 #define FIXTURE_MAX_BYTES     (64 << 20)
 #define PATH_DEPTH	      8

@@ -27,10 +27,10 @@
 
 #include "internal.h"
 
-#define ALLOC_LOCK ".alloc.lock"
+#define ALLOC_LOCK    ".alloc.lock"
 #define RECORD_PREFIX "lease."
 #define RECORD_SUFFIX ".json"
-#define MAX_TRIES 8
+#define MAX_TRIES     8
 
 struct vd_lease {
 	struct vd_device_ref *devices;
@@ -107,11 +107,13 @@ static int dir_open(int *out, const char *dir)
 	if (fd < 0) {
 		struct stat st;
 
-		if (errno == ELOOP || (errno == ENOTDIR && lstat(dir, &st) == 0 && S_ISLNK(st.st_mode)))
-			return error_set(VD_EPERM,
-					 "lease directory '%s' is a symbolic link: refusing it; point "
-					 "VISDEV_LEASE_DIR at the real directory",
-					 dir);
+		if (errno == ELOOP ||
+		    (errno == ENOTDIR && lstat(dir, &st) == 0 && S_ISLNK(st.st_mode)))
+			return error_set(
+				VD_EPERM,
+				"lease directory '%s' is a symbolic link: refusing it; point "
+				"VISDEV_LEASE_DIR at the real directory",
+				dir);
 		if (errno == ENOTDIR)
 			return error_set(VD_EPERM,
 					 "lease directory '%s' is not a directory; set "
@@ -141,9 +143,10 @@ static int lock_open(int *out, int dfd, const char *dir, const char *name)
 	fd = openat(dfd, name, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		if (errno == ELOOP)
-			return error_set(VD_EPERM,
-					 "lock file '%s/%s' is a symbolic link: refusing it; remove it",
-					 dir, name);
+			return error_set(
+				VD_EPERM,
+				"lock file '%s/%s' is a symbolic link: refusing it; remove it", dir,
+				name);
 		return error_set(errno == EACCES ? VD_EPERM : VD_EIO,
 				 "cannot open lock file '%s/%s': %s; ask its owner or an "
 				 "administrator to make it readable by all ('chmod 644')",
@@ -342,8 +345,8 @@ static void count_unused(struct vd_leases *l, const struct vd_system *sys)
 				const struct vd_process *pr = &gpu->processes[p];
 				pid_t pg = getpgid((pid_t)pr->pid);
 
-				if (pr->used_known && ((int32_t)pr->pid == h->pid ||
-						       (h->pgid > 0 && pg == h->pgid)))
+				if (pr->used_known &&
+				    ((int32_t)pr->pid == h->pid || (h->pgid > 0 && pg == h->pgid)))
 					used += pr->used_mib;
 			}
 		}
@@ -455,10 +458,9 @@ static json_t *record_new(const struct vd_system *sys, const struct vd_lease *le
 		json_array_append_new(uuids, json_string(device_uuid(sys, lease->devices[i])));
 	return json_pack("{s:o, s:s, s:I, s:I, s:s, s:I, s:I, s:s, s:I}", "uuids", uuids, "mode",
 			 opts->mem_mib ? "shared" : "exclusive", "mem_mib",
-			 (json_int_t)opts->mem_mib, "uid", (json_int_t)geteuid(), "user",
-			 user, "pid", (json_int_t)getpid(), "pgid",
-			 (json_int_t)getpgrp(), "command", cut, "since",
-			 (json_int_t)time(NULL));
+			 (json_int_t)opts->mem_mib, "uid", (json_int_t)geteuid(), "user", user,
+			 "pid", (json_int_t)getpid(), "pgid", (json_int_t)getpgrp(), "command", cut,
+			 "since", (json_int_t)time(NULL));
 }
 
 /* Appends the record as a new last line of its file: readers take the last whole line. */
@@ -491,8 +493,8 @@ static int record_create(struct vd_lease *lease)
 
 		snprintf(name, sizeof(name), RECORD_PREFIX "%ld.%u" RECORD_SUFFIX, (long)getpid(),
 			 seq);
-		fd = openat(lease->dir_fd, name,
-			    O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		fd = openat(lease->dir_fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			    0644);
 		if (fd < 0 && errno == EEXIST)
 			continue;
 		if (fd < 0)
@@ -674,7 +676,8 @@ void vd_lease_free(struct vd_lease *lease)
 		int probe;
 
 		/* the record goes once no inheriting child still holds the lease */
-		probe = openat(lease->dir_fd, lease->record_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		probe = openat(lease->dir_fd, lease->record_name,
+			       O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (probe >= 0 && flock(probe, LOCK_EX | LOCK_NB) == 0)
 			unlinkat(lease->dir_fd, lease->record_name, 0);
 		if (probe >= 0)
@@ -743,8 +746,9 @@ int vd_lease_watch_wait(struct vd_lease_watch *watch, int timeout_ms)
 		}
 		r = poll(&p, 1, left);
 		if (r < 0)
-			return errno == EINTR ? error_set(VD_EINTR, "interrupted")
-					      : error_set(VD_EIO, "cannot wait: %s", strerror(errno));
+			return errno == EINTR ?
+				       error_set(VD_EINTR, "interrupted") :
+				       error_set(VD_EIO, "cannot wait: %s", strerror(errno));
 		if (r == 0)
 			return 0;
 		while ((n = read(watch->fd, buf, sizeof(buf))) > 0) {

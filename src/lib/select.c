@@ -88,9 +88,9 @@
 
 #include "internal.h"
 
-#define SUBSET_LIMIT	 200000 /* subsets weighed one by one, at most */
-#define KEY_LEN		 5
-#define NAMED_PROCESSES	 2
+#define SUBSET_LIMIT	200000 /* subsets weighed one by one, at most */
+#define KEY_LEN		5
+#define NAMED_PROCESSES 2
 
 /* Why a unit does not fit; the order is the order of the checks. */
 enum problem {
@@ -114,12 +114,12 @@ struct unit {
 	const struct vd_mig *mig; /* NULL for a whole GPU */
 	const char *uuid;
 	enum problem problem;
-	int64_t free_mib; /* effective free memory, -1 when unknown */
-	int64_t reserved_mib; /* reserved by shared leases, not yet allocated */
-	int util; /* percent, -1 when unknown */
-	size_t nholders; /* live leases on the unit */
+	int64_t free_mib;		      /* effective free memory, -1 when unknown */
+	int64_t reserved_mib;		      /* reserved by shared leases, not yet allocated */
+	int util;			      /* percent, -1 when unknown */
+	size_t nholders;		      /* live leases on the unit */
 	const struct vd_lease_holder *holder; /* the one to name: exclusive first */
-	size_t nforeign; /* processes no lease of this unit accounts for */
+	size_t nforeign;		      /* processes no lease of this unit accounts for */
 	const struct vd_process *foreign[NAMED_PROCESSES];
 };
 
@@ -129,7 +129,7 @@ struct search {
 	struct unit *units;
 	size_t nunits;
 	unsigned char *levels; /* ngpus * ngpus link levels */
-	int mig_per_gi; /* the driver allows one MIG device per GPU instance */
+	int mig_per_gi;	       /* the driver allows one MIG device per GPU instance */
 };
 
 /* ---- facts about one unit ----------------------------------------------- */
@@ -775,10 +775,11 @@ int vd_select(struct vd_choice **out, const struct vd_system *sys, const struct 
 	*out = NULL;
 	for (size_t i = 0; i < opts->nexclude; i++)
 		if (opts->exclude[i] >= sys->ngpus)
-			return error_set(VD_EINVAL,
-					 "there is no GPU %u to exclude: this machine has %zu GPU%s; "
-					 "'visdev list' shows them",
-					 opts->exclude[i], sys->ngpus, sys->ngpus == 1 ? "" : "s");
+			return error_set(
+				VD_EINVAL,
+				"there is no GPU %u to exclude: this machine has %zu GPU%s; "
+				"'visdev list' shows them",
+				opts->exclude[i], sys->ngpus, sys->ngpus == 1 ? "" : "s");
 	if (opts->model && !*opts->model)
 		return error_set(VD_EINVAL,
 				 "an empty model pattern would match every GPU: give part of a "

@@ -13,7 +13,6 @@
 
 #include "internal.h"
 
-
 const char *vd_order_name(enum vd_order order)
 {
 	return order == VD_ORDER_PCI ? "pci" : "fastest";
@@ -37,8 +36,8 @@ int vd_order_parse(enum vd_order *out, const char *value)
 const char *vd_stop_reason_name(enum vd_stop_reason reason)
 {
 	static const char *const names[] = {
-		NULL, "empty", "not-a-number", "negative", "out-of-range", "not-uuid", "no-match",
-		"ambiguous",
+		NULL,		"empty",    "not-a-number", "negative",
+		"out-of-range", "not-uuid", "no-match",	    "ambiguous",
 	};
 
 	if ((unsigned)reason >= ARRAY_SIZE(names))
@@ -170,8 +169,8 @@ static int same_device(struct vd_device_ref a, struct vd_device_ref b)
 }
 
 /* Records where and why the list ended. */
-static int stop_at(struct vd_resolution *res, enum vd_stop_reason reason, size_t pos,
-		   const char *s, size_t len)
+static int stop_at(struct vd_resolution *res, enum vd_stop_reason reason, size_t pos, const char *s,
+		   size_t len)
 {
 	res->stop = reason;
 	res->stop_position = pos;
@@ -199,10 +198,11 @@ static int explain_devices(struct vd_resolution *res, const struct vd_system *sy
 				return err;
 		}
 		if (d->mig < 0 && gpu->mig_mode) {
-			err = strings_push(&res->warnings, &res->nwarnings,
-					   "GPU %u is in MIG mode: CUDA cannot use it whole; name one "
-					   "of its MIG devices by its MIG- UUID",
-					   gpu->index);
+			err = strings_push(
+				&res->warnings, &res->nwarnings,
+				"GPU %u is in MIG mode: CUDA cannot use it whole; name one "
+				"of its MIG devices by its MIG- UUID",
+				gpu->index);
 			if (err)
 				return err;
 		}
@@ -226,10 +226,11 @@ static int explain_devices(struct vd_resolution *res, const struct vd_system *sy
 	if (major >= MIG_PER_GI_MAJOR) {
 		if (nmig > ninstances) {
 			res->mig_limit = ninstances;
-			return strings_push(&res->warnings, &res->nwarnings,
-					    "driver %s lets a process use one MIG device per GPU "
-					    "instance: %zu of the %zu MIG devices listed are usable",
-					    sys->driver_version, ninstances, nmig);
+			return strings_push(
+				&res->warnings, &res->nwarnings,
+				"driver %s lets a process use one MIG device per GPU "
+				"instance: %zu of the %zu MIG devices listed are usable",
+				sys->driver_version, ninstances, nmig);
 		}
 		return 0;
 	}
@@ -333,13 +334,15 @@ static int explain_order(struct vd_resolution *res, const struct vd_system *sys,
 	int counted = res->set && !res->uuid_form && res->ndevices;
 
 	if (res->order_assumed && (counted || (!res->set && sys->ngpus > 1)))
-		return strings_push(&res->warnings, &res->nwarnings,
-				    "CUDA_DEVICE_ORDER is FASTEST_FIRST (the default) and CUDA's "
-				    "fastest-first order is unknown here: PCI bus order was assumed; "
-				    "set CUDA_DEVICE_ORDER=PCI_BUS_ID to make it so");
+		return strings_push(
+			&res->warnings, &res->nwarnings,
+			"CUDA_DEVICE_ORDER is FASTEST_FIRST (the default) and CUDA's "
+			"fastest-first order is unknown here: PCI bus order was assumed; "
+			"set CUDA_DEVICE_ORDER=PCI_BUS_ID to make it so");
 	if (res->order != VD_ORDER_FASTEST || res->order_assumed || (res->set && res->uuid_form))
 		return 0;
-	/* the first ordinal the value uses (every one when unset) that nvidia-smi reads otherwise */
+	/* the first ordinal the value uses (every one when unset) that nvidia-smi reads otherwise
+	 */
 	for (size_t i = 0; i < (res->set ? res->ndevices : sys->ngpus); i++) {
 		size_t k = i;
 
@@ -347,12 +350,13 @@ static int explain_order(struct vd_resolution *res, const struct vd_system *sys,
 			for (k = 0; order[k] != res->devices[i].gpu; k++)
 				;
 		if (order[k] != k)
-			return strings_push(&res->warnings, &res->nwarnings,
-					    "CUDA_DEVICE_ORDER is FASTEST_FIRST (the default): "
-					    "ordinal %zu is GPU %u, not GPU %zu as nvidia-smi numbers "
-					    "them; set CUDA_DEVICE_ORDER=PCI_BUS_ID for nvidia-smi's "
-					    "numbering",
-					    k, order[k], k);
+			return strings_push(
+				&res->warnings, &res->nwarnings,
+				"CUDA_DEVICE_ORDER is FASTEST_FIRST (the default): "
+				"ordinal %zu is GPU %u, not GPU %zu as nvidia-smi numbers "
+				"them; set CUDA_DEVICE_ORDER=PCI_BUS_ID for nvidia-smi's "
+				"numbering",
+				k, order[k], k);
 	}
 	return 0;
 }
@@ -369,8 +373,8 @@ int vd_visible_resolve(struct vd_resolution **out, const struct vd_system *sys, 
 	if (!res)
 		return error_set(VD_ENOMEM, "out of memory");
 	res->order = order;
-	res->order_assumed = order == VD_ORDER_FASTEST && sys->ngpus > 1 &&
-			     !vd_system_fastest_known(sys);
+	res->order_assumed =
+		order == VD_ORDER_FASTEST && sys->ngpus > 1 && !vd_system_fastest_known(sys);
 	err = enumeration_order(&idx, sys, order);
 	if (err)
 		goto out;
@@ -423,7 +427,8 @@ int vd_visible_format(char **out, const struct vd_system *sys, const struct vd_d
 	for (size_t i = 0; i < ndevs; i++) {
 		const struct vd_device_ref *d = &devs[i];
 
-		if (d->gpu >= sys->ngpus || (d->mig >= 0 && (size_t)d->mig >= sys->gpus[d->gpu].nmig))
+		if (d->gpu >= sys->ngpus ||
+		    (d->mig >= 0 && (size_t)d->mig >= sys->gpus[d->gpu].nmig))
 			return error_set(VD_EINVAL, "device %u/%d is not on this machine", d->gpu,
 					 d->mig);
 		if (d->mig >= 0 && format == VD_FORMAT_INDEX)

@@ -32,13 +32,30 @@ struct gpu_spec {
 
 /* tests/fixtures/engine.json: ranks differ from PCI order, prefixes clash. */
 static const struct gpu_spec specs[] = {
-	{ "GPU-7a3c1e52-0b4d-4e8f-9a61-2f5d8c7b1e03", "NVIDIA T4", "00000000:18:00.0", 3, 0, { { 0 } } },
-	{ "GPU-e4b2d9f0-6a1c-4f3e-8d27-5c9b0a1e6f34", "NVIDIA A100 80GB PCIe", "00000000:3B:00.0", 2, 2,
+	{ "GPU-7a3c1e52-0b4d-4e8f-9a61-2f5d8c7b1e03",
+	  "NVIDIA T4",
+	  "00000000:18:00.0",
+	  3,
+	  0,
+	  { { 0 } } },
+	{ "GPU-e4b2d9f0-6a1c-4f3e-8d27-5c9b0a1e6f34",
+	  "NVIDIA A100 80GB PCIe",
+	  "00000000:3B:00.0",
+	  2,
+	  2,
 	  { { "MIG-5e1f0a2b-3c4d-5e6f-8a9b-0c1d2e3f4a5b", 1, 0 },
 	    { "MIG-5e1f7c8d-9e0f-5a1b-9c2d-3e4f5a6b7c8d", 2, 0 } } },
-	{ "GPU-7a91d0c4-5e2b-4a77-8c3e-6b1f9d2a4c58", "NVIDIA H100 80GB HBM3", "00000000:86:00.0", 0, 0,
+	{ "GPU-7a91d0c4-5e2b-4a77-8c3e-6b1f9d2a4c58",
+	  "NVIDIA H100 80GB HBM3",
+	  "00000000:86:00.0",
+	  0,
+	  0,
 	  { { 0 } } },
-	{ "GPU-3f0e8b6a-2d4c-4b1a-9e7f-0a5c3d2b1e69", "NVIDIA H100 PCIe", "00000000:AF:00.0", 1, 0,
+	{ "GPU-3f0e8b6a-2d4c-4b1a-9e7f-0a5c3d2b1e69",
+	  "NVIDIA H100 PCIe",
+	  "00000000:AF:00.0",
+	  1,
+	  0,
 	  { { 0 } } },
 };
 
@@ -127,7 +144,7 @@ static void resolve_one(const struct vd_system *sys, const char *value, enum vd_
 	if (vd_visible_resolve(&res, sys, value, order)) {
 		if (res)
 			abort();
-		return;  /* VD_ENOMEM, the only error */
+		return; /* VD_ENOMEM, the only error */
 	}
 	if (!res || !res->set)
 		abort();

@@ -79,8 +79,8 @@ static void row(const char *what, const char *a, const char *b)
 static void check_list(const char *visdev)
 {
 	const char *const smi[] = { "nvidia-smi",
-			      "--query-gpu=index,uuid,name,pci.bus_id,memory.total",
-			      "--format=csv,noheader,nounits", NULL };
+				    "--query-gpu=index,uuid,name,pci.bus_id,memory.total",
+				    "--format=csv,noheader,nounits", NULL };
 	const char *const list[] = { visdev, "list", "--json", NULL };
 	char *csv = capture(smi), *js = capture(list), *save = NULL;
 	json_t *root = js ? json_loads(js, 0, NULL) : NULL;
@@ -106,7 +106,8 @@ static void check_list(const char *visdev)
 			while (*field == ' ')
 				field++;
 			if (json_is_integer(v))
-				snprintf(mine, sizeof(mine), "%lld", (long long)json_integer_value(v));
+				snprintf(mine, sizeof(mine), "%lld",
+					 (long long)json_integer_value(v));
 			else
 				snprintf(mine, sizeof(mine), "%s",
 					 json_is_string(v) ? json_string_value(v) : "(missing)");
@@ -131,12 +132,14 @@ out:
 static void visdev_map(char *out, size_t n, const char *visdev, const char *value, int unset,
 		       enum vd_order order)
 {
-	const char *const set[] = { visdev, "map", "--json", "--order", vd_order_name(order), "--",
-				    value, NULL };
-	const char *const unset_argv[] = { visdev, "map",		 "--json", "--unset",
-					   "--order", vd_order_name(order), NULL };
+	const char *const set[] = { visdev, "map", "--json", "--order", vd_order_name(order),
+				    "--",   value, NULL };
+	const char *const unset_argv[] = { visdev,    "map",	 "--json",
+					   "--unset", "--order", vd_order_name(order),
+					   NULL };
 	char *js = capture(unset ? unset_argv : set);
-	json_t *root = js ? json_loads(js, 0, NULL) : NULL, *devs = json_object_get(root, "devices");
+	json_t *root = js ? json_loads(js, 0, NULL) : NULL,
+	       *devs = json_object_get(root, "devices");
 	size_t len = 0, i;
 	json_t *d;
 
@@ -164,7 +167,8 @@ static void check_value(const char *visdev, const char *value, enum vd_order ord
 	} else {
 		theirs[0] = '\0';
 		for (size_t i = 0; i < n; i++)
-			len += (size_t)snprintf(theirs + len, sizeof(theirs) > len ? sizeof(theirs) - len : 0,
+			len += (size_t)snprintf(theirs + len,
+						sizeof(theirs) > len ? sizeof(theirs) - len : 0,
 						"%s%s", i ? "," : "", uuids[i]);
 		vd_strings_free(uuids, n);
 	}
@@ -196,15 +200,16 @@ int main(int argc, char **argv)
 	const char *uuid = sys->gpus[0].uuid;
 	snprintf(prefix, sizeof(prefix), "%.12s", uuid);
 	for (size_t i = 0; i <= strlen(uuid); i++)
-		upper[i] = (char)(i >= 4 && uuid[i] >= 'a' && uuid[i] <= 'f' ? uuid[i] - 32 : uuid[i]);
+		upper[i] =
+			(char)(i >= 4 && uuid[i] >= 'a' && uuid[i] <= 'f' ? uuid[i] - 32 : uuid[i]);
 	snprintf(blank, sizeof(blank), " %s", uuid);
 	snprintf(mixed, sizeof(mixed), "0,%s", uuid);
 	snprintf(mixed2, sizeof(mixed2), "%s,0", uuid);
 	snprintf(spaced, sizeof(spaced), "%s ", uuid);
 	const char *values[] = {
-		"0", "1", "-1", "", "0,0", prefix, uuid, "GPU-ffff", " 0", "0abc", "+0", "-0", "0,9,0",
-		"0,", ",0", "0x1", "1gpu2", "abc", " ", "0 ,", upper, blank, spaced, mixed, mixed2,
-		"GPU-", "MIG-", "9", "0,1", "1,0",
+		"0",   "1",   "-1",    "",    "0,0",  prefix, uuid,    "GPU-ffff", " 0",  "0abc",
+		"+0",  "-0",  "0,9,0", "0,",  ",0",   "0x1",  "1gpu2", "abc",	   " ",	  "0 ,",
+		upper, blank, spaced,  mixed, mixed2, "GPU-", "MIG-",  "9",	   "0,1", "1,0",
 	};
 
 	printf("\n%-50s | %-44s | %-44s | %s\n", "map: order and value", "visdev map --json",

@@ -188,16 +188,16 @@ struct table_case {
 	const struct table *table;
 	const char *file; /* base name, for messages */
 	int line;
-	json_t *obj; /* NULL when the line did not parse */
+	json_t *obj;	 /* NULL when the line did not parse */
 	char error[256]; /* why it did not */
 	char name[512];
 };
 
 /* What a test file says of its table. */
 struct table {
-	const char *group; /* cmocka's group name */
-	const char *cases_env; /* the variable naming the table when argv[1] does not */
-	const char *cases_path; /* the table when neither does */
+	const char *group;	  /* cmocka's group name */
+	const char *cases_env;	  /* the variable naming the table when argv[1] does not */
+	const char *cases_path;	  /* the table when neither does */
 	const char *fixtures_env; /* the variable naming the fixtures' folder */
 	/* Writes the test's name after "file:line " for a line that parsed. */
 	void (*describe)(char *buf, size_t size, const json_t *obj);

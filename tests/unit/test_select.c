@@ -562,12 +562,9 @@ static void test_busy_words(void **state)
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest fixed[] = {
-		cmocka_unit_test(test_nulls),
-		cmocka_unit_test(test_empty_system),
-		cmocka_unit_test(test_huge_n),
-		cmocka_unit_test(test_bad_options),
-		cmocka_unit_test(test_never),
-		cmocka_unit_test(test_busy_words),
+		cmocka_unit_test(test_nulls),  cmocka_unit_test(test_empty_system),
+		cmocka_unit_test(test_huge_n), cmocka_unit_test(test_bad_options),
+		cmocka_unit_test(test_never),  cmocka_unit_test(test_busy_words),
 	};
 	static const struct table table = {
 		.group = "select",

@@ -20,17 +20,17 @@ static void test_utf8_copy(void **state)
 		const char *want;
 	} cases[] = {
 		{ "plain", 16, "plain" },
-		{ "caf\xc3\xa9", 16, "caf\xc3\xa9" },               /* é kept */
-		{ "caf\xe9.txt", 16, "caf?.txt" },                  /* Latin-1 é replaced */
+		{ "caf\xc3\xa9", 16, "caf\xc3\xa9" }, /* é kept */
+		{ "caf\xe9.txt", 16, "caf?.txt" },    /* Latin-1 é replaced */
 		{ "\xff\xfe", 16, "??" },
-		{ "\xc0\xaf", 16, "??" },                           /* overlong '/' */
-		{ "\xed\xa0\x80", 16, "???" },                      /* a surrogate */
-		{ "\xf4\x90\x80\x80", 16, "????" },                 /* past U+10FFFF */
-		{ "\xf0\x9f\x98\x80!", 16, "\xf0\x9f\x98\x80!" },   /* 4 bytes kept */
-		{ "ab\xc3\xa9", 4, "ab" },                          /* é would not fit whole */
+		{ "\xc0\xaf", 16, "??" },			  /* overlong '/' */
+		{ "\xed\xa0\x80", 16, "???" },			  /* a surrogate */
+		{ "\xf4\x90\x80\x80", 16, "????" },		  /* past U+10FFFF */
+		{ "\xf0\x9f\x98\x80!", 16, "\xf0\x9f\x98\x80!" }, /* 4 bytes kept */
+		{ "ab\xc3\xa9", 4, "ab" },			  /* é would not fit whole */
 		{ "ab\xc3\xa9", 5, "ab\xc3\xa9" },
 		{ "abcdef", 4, "abc" },
-		{ "\xe2\x82", 16, "??" },                           /* cut short */
+		{ "\xe2\x82", 16, "??" }, /* cut short */
 		{ "", 1, "" },
 	};
 	char out[16];

@@ -31,12 +31,13 @@ static void check_invariants(struct report *r, const struct vd_system *sys,
 		if (d->gpu >= sys->ngpus)
 			report_add(r, "invariant: cuda:%zu is GPU %u, not in the table", i, d->gpu);
 		else if (d->mig < -1 || (d->mig >= 0 && (size_t)d->mig >= sys->gpus[d->gpu].nmig))
-			report_add(r, "invariant: cuda:%zu is MIG %d of GPU %u, not in the table", i,
-				   d->mig, d->gpu);
+			report_add(r, "invariant: cuda:%zu is MIG %d of GPU %u, not in the table",
+				   i, d->mig, d->gpu);
 		for (size_t j = 0; j < i; j++)
 			if (res->devices[j].gpu == d->gpu && res->devices[j].mig == d->mig)
-				report_add(r, "invariant: cuda:%zu and cuda:%zu are the same device", j,
-					   i);
+				report_add(r,
+					   "invariant: cuda:%zu and cuda:%zu are the same device",
+					   j, i);
 	}
 	if (res->duplicate && res->ndevices)
 		report_add(r, "invariant: duplicate set but %zu devices visible", res->ndevices);
@@ -57,9 +58,22 @@ static void check_invariants(struct report *r, const struct vd_system *sys,
 /* ---- the table --------------------------------------------------------- */
 
 static const char *const known_keys[] = {
-	"fixture", "order", "value", "devices", "stop", "duplicate", "duplicate_first",
-	"duplicate_position", "order_assumed", "uuid_form", "nelements", "mig_limit",
-	"warning_contains", "unverified", "assumed", "note",
+	"fixture",
+	"order",
+	"value",
+	"devices",
+	"stop",
+	"duplicate",
+	"duplicate_first",
+	"duplicate_position",
+	"order_assumed",
+	"uuid_form",
+	"nelements",
+	"mig_limit",
+	"warning_contains",
+	"unverified",
+	"assumed",
+	"note",
 };
 
 /* A string, or an array of strings any one of which is accepted. */
@@ -70,9 +84,8 @@ static int string_matches(const json_t *expected, const char *actual)
 
 	if (json_is_string(expected))
 		return actual && strcmp(json_string_value(expected), actual) == 0;
-	json_array_foreach(expected, i, v)
-		if (json_is_string(v) && actual && strcmp(json_string_value(v), actual) == 0)
-			return 1;
+	json_array_foreach(expected, i, v) if (json_is_string(v) && actual &&
+					       strcmp(json_string_value(v), actual) == 0) return 1;
 	return 0;
 }
 
@@ -84,9 +97,8 @@ static int number_matches(const json_t *expected, json_int_t actual)
 
 	if (json_is_integer(expected))
 		return json_integer_value(expected) == actual;
-	json_array_foreach(expected, i, v)
-		if (json_is_integer(v) && json_integer_value(v) == actual)
-			return 1;
+	json_array_foreach(expected, i,
+			   v) if (json_is_integer(v) && json_integer_value(v) == actual) return 1;
 	return 0;
 }
 
@@ -106,7 +118,8 @@ static int expected_devices(struct report *r, const json_t *arr, struct vd_devic
 	}
 	devs = calloc(json_array_size(arr) + 1, sizeof(*devs));
 	assert_non_null(devs);
-	json_array_foreach(arr, i, v) {
+	json_array_foreach(arr, i, v)
+	{
 		/* a whole GPU is a number here, never a string */
 		if (read_device(&devs[i], v) || (json_is_string(v) && devs[i].mig < 0)) {
 			report_add(r, "table: device %zu is neither N nor \"N/migK\"", i);
@@ -156,7 +169,8 @@ static void check_stop(struct report *r, const json_t *stop, const struct vd_res
 		report_add(r, "stop: expected one, the list did not stop");
 		return;
 	}
-	if (pos && (!json_is_integer(pos) || json_integer_value(pos) != (json_int_t)res->stop_position))
+	if (pos &&
+	    (!json_is_integer(pos) || json_integer_value(pos) != (json_int_t)res->stop_position))
 		report_add(r, "stop position: expected %lld, got %zu",
 			   (long long)json_integer_value(pos), res->stop_position);
 	if (tok && !string_matches(tok, res->stop_token)) {
@@ -188,7 +202,8 @@ static void check_case(struct report *r, const struct table_case *c)
 	char a[512], b[512];
 	int rc, dup;
 
-	json_object_foreach(obj, key, v) {
+	json_object_foreach(obj, key, v)
+	{
 		size_t i;
 
 		for (i = 0; i < ARRAY_SIZE(known_keys); i++)
@@ -199,7 +214,8 @@ static void check_case(struct report *r, const struct table_case *c)
 	}
 	if (!json_is_string(jfixture) || !json_is_string(jorder) || !jvalue ||
 	    !(json_is_string(jvalue) || json_is_null(jvalue))) {
-		report_add(r, "table: fixture, order (strings) and value (string or null) are needed");
+		report_add(r,
+			   "table: fixture, order (strings) and value (string or null) are needed");
 		return;
 	}
 	if (strcmp(json_string_value(jorder), "pci") == 0) {
@@ -217,7 +233,7 @@ static void check_case(struct report *r, const struct table_case *c)
 		report_add(r, "%s", why);
 		goto out;
 	}
-	value = json_string_value(jvalue);  /* NULL for null: unset */
+	value = json_string_value(jvalue); /* NULL for null: unset */
 
 	rc = vd_visible_resolve(&res, sys, value, order);
 	if (rc || !res) {
@@ -350,7 +366,7 @@ struct rt_state {
 	const struct vd_system *sys;
 	struct report r;
 	int count;
-	int index_form;  /* also the index form (no MIG devices in the pool) */
+	int index_form; /* also the index form (no MIG devices in the pool) */
 };
 
 static void rt_one(const struct vd_device_ref *devs, size_t n, void *arg)
@@ -584,7 +600,7 @@ static void test_container_modes(void **state)
 
 	view = container("all");
 	assert_int_equal(view->mode, VD_CONTAINER_ALL);
-	for (unsigned g = 0; g < 4; g++)  /* GPU 1, in MIG mode, may come as its instances */
+	for (unsigned g = 0; g < 4; g++) /* GPU 1, in MIG mode, may come as its instances */
 		if (!view_has(view, g, g == 1 ? -2 : -1))
 			fail_msg("\"all\": GPU %u missing", g);
 	vd_container_view_free(view);
@@ -718,8 +734,8 @@ static void env_clean(const char *const *src)
 
 	found = env_check(env, &n);
 	if (n)
-		fail_msg("%s: %zu findings in a clean environment, first: %s", src[0] ? src[0] : "{}",
-			 n, found[0]);
+		fail_msg("%s: %zu findings in a clean environment, first: %s",
+			 src[0] ? src[0] : "{}", n, found[0]);
 	vd_strings_free(found, n);
 	env_free(env);
 }
@@ -754,18 +770,12 @@ static void test_env_check(void **state)
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest fixed[] = {
-		cmocka_unit_test(test_names),
-		cmocka_unit_test(test_order_parse),
-		cmocka_unit_test(test_roundtrip_gpus),
-		cmocka_unit_test(test_roundtrip_norank),
-		cmocka_unit_test(test_roundtrip_mig),
-		cmocka_unit_test(test_roundtrip_mig_r570),
-		cmocka_unit_test(test_format_text),
-		cmocka_unit_test(test_format_empty),
-		cmocka_unit_test(test_format_errors),
-		cmocka_unit_test(test_container_modes),
-		cmocka_unit_test(test_container_lists),
-		cmocka_unit_test(test_env_check),
+		cmocka_unit_test(test_names),		cmocka_unit_test(test_order_parse),
+		cmocka_unit_test(test_roundtrip_gpus),	cmocka_unit_test(test_roundtrip_norank),
+		cmocka_unit_test(test_roundtrip_mig),	cmocka_unit_test(test_roundtrip_mig_r570),
+		cmocka_unit_test(test_format_text),	cmocka_unit_test(test_format_empty),
+		cmocka_unit_test(test_format_errors),	cmocka_unit_test(test_container_modes),
+		cmocka_unit_test(test_container_lists), cmocka_unit_test(test_env_check),
 	};
 	static const struct table table = {
 		.group = "visible",
