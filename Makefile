@@ -6,6 +6,7 @@
 #   make install PREFIX=/usr/local
 #   make fuzz            run each fuzz target for FUZZ_SECONDS (clang, libFuzzer)
 #   make bench           run the benchmarks in bench/
+#   make format          format the C sources with .clang-format (format-check: only check)
 #
 # DEVELOPER=1 adds -Werror and the long warning list; SANITIZE=address,undefined
 # builds with sanitizers. Each variant builds in its own folder (BUILD).
@@ -56,7 +57,7 @@ PROGRAM := $(BUILD)/visdev
 CHECK_DEPS := gcc make perl libjansson-dev libcmocka-dev bats jq tmux
 DEMO_DEPS := gcc make libjansson-dev
 
-.PHONY: all demo check test deps-check deps-demo install fuzz bench clean
+.PHONY: all demo check test deps-check deps-demo install fuzz bench format format-check clean
 .DELETE_ON_ERROR:
 
 all: $(STATIC_LIB) $(SHARED_LIB) $(PROGRAM)
@@ -189,6 +190,14 @@ install: all $(BUILD)/visdev.pc
 	install -m 644 include/visdev.h $(DESTDIR)$(INCLUDEDIR)/visdev.h
 	install -m 644 $(BUILD)/visdev.pc $(DESTDIR)$(PKGCONFIGDIR)/visdev.pc
 	install -m 644 docs/visdev.1 $(DESTDIR)$(MANDIR)/man1/visdev.1
+
+SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+
+format:
+	clang-format -i $(SOURCES)
+
+format-check:
+	clang-format --dry-run -Werror $(SOURCES)
 
 clean:
 	rm -rf build build-*
