@@ -367,14 +367,14 @@ static double now_seconds(void)
 
 /*
  * Leases GPUs, waiting for them if asked. Returns an exit code; on success
- * *lease and *sys are set.
+ * *lease, *sys and *parent (the environment's value, resolved on *sys) are set.
  */
-static int lease_gpus(struct vd_lease **lease, struct vd_system **sys, const struct cli_globals *g,
+static int lease_gpus(struct vd_lease **lease, struct vd_system **sys,
+		      struct vd_resolution **parent, const struct cli_globals *g,
 		      const struct cli_select *sel, const char *dir, double wait,
 		      const char *cmdline)
 {
 	struct vd_lease_watch *watch = NULL;
-	struct vd_resolution *parent = NULL;
 	struct vd_choice *choice = NULL;
 	struct vd_backend *backend = NULL;
 	double deadline = wait >= 0 ? now_seconds() + wait : 0;
@@ -389,14 +389,14 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys, const str
 	rc = cli_backend(&backend, g);
 	while (!rc) {
 		err = vd_backend_snapshot(sys, backend);
-		rc = err ? cli_library_error(err) : cli_resolve_env(&parent, *sys, !said);
+		rc = err ? cli_library_error(err) : cli_resolve_env(parent, *sys, !said);
 		if (rc)
 			break;
-		err = vd_lease_acquire(lease, &choice, dir, *sys, parent, &sel->opts, cmdline);
-		vd_resolution_free(parent);
-		parent = NULL;
+		err = vd_lease_acquire(lease, &choice, dir, *sys, *parent, &sel->opts, cmdline);
 		if (!err)
 			break;
+		vd_resolution_free(*parent);
+		*parent = NULL;
 		if (err == VD_EBUSY && watch) {
 			vd_choice_free(choice);
 			choice = NULL;
@@ -457,6 +457,8 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys, const str
 	vd_lease_watch_free(watch);
 	vd_backend_free(backend);
 	if (rc) {
+		vd_resolution_free(*parent);
+		*parent = NULL;
 		vd_system_free(*sys);
 		*sys = NULL;
 	}
@@ -531,7 +533,7 @@ int cmd_run(int argc, char **argv)
 	}
 	cmdline = join_args(argv + optind);
 	handle_signals();
-	rc = lease_gpus(&lease, &sys, &g, &sel, dir, wait, cmdline);
+	rc = lease_gpus(&lease, &sys, &parent, &g, &sel, dir, wait, cmdline);
 	if (got_signal) {
 		/* asked to stop while leasing: the job is not started */
 		rc = 128 + got_signal;
@@ -545,9 +547,7 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	} else {
 		devs = vd_lease_devices(lease, &ndevs);
-		rc = cli_resolve_env(&parent, sys, 0);
-		if (!rc)
-			rc = cli_child_value(&value, sys, parent, devs, ndevs, sel.format);
+		rc = cli_child_value(&value, sys, parent, devs, ndevs, sel.format);
 		if (rc)
 			goto out;
 	}
