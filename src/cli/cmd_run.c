@@ -229,20 +229,37 @@ static void keep_lease_for_group(pid_t pgid)
 	_exit(0);
 }
 
+static void close_pair(int fds[2])
+{
+	close(fds[0]);
+	close(fds[1]);
+}
+
 /*
  * Starts the job in a process group of its own, holding the lease, and
  * waits for it. Returns its exit status the way a shell reports it.
  */
 static int run_job(struct vd_lease *lease, const char *program, char **argv, char **sh_argv)
 {
-	int fds[2], status = -1, child_errno = 0, own_tty;
+	int fds[2], go[2], status = -1, child_errno = 0, own_tty;
 	sigset_t old_mask;
 	pid_t pid;
 	ssize_t n;
+	char byte;
 
 	own_tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+	/*
+	 * fds: the child's exec error back to us. go: the child waits on it until
+	 * the lease record names the job, so that the job never sees a record
+	 * that still names visdev (a nested visdev would not know its own lease).
+	 */
 	if (pipe2(fds, O_CLOEXEC) < 0) {
 		cli_error("cannot start '%s': %s", argv[0], strerror(errno));
+		return EXIT_FAIL;
+	}
+	if (pipe2(go, O_CLOEXEC) < 0) {
+		cli_error("cannot start '%s': %s", argv[0], strerror(errno));
+		close_pair(fds);
 		return EXIT_FAIL;
 	}
 	/* a signal that comes while the job starts waits until it can reach the job */
@@ -250,13 +267,15 @@ static int run_job(struct vd_lease *lease, const char *program, char **argv, cha
 	if (got_signal) {
 		/* asked to stop after the lease was taken: the job is not started */
 		sigprocmask(SIG_SETMASK, &old_mask, NULL);
-		close(fds[0]);
-		close(fds[1]);
+		close_pair(fds);
+		close_pair(go);
 		return 128 + got_signal;
 	}
 	pid = fork();
 	if (pid < 0) {
 		sigprocmask(SIG_SETMASK, &old_mask, NULL);
+		close_pair(fds);
+		close_pair(go);
 		cli_error("cannot start '%s': %s", argv[0], strerror(errno));
 		return EXIT_FAIL;
 	}
@@ -266,6 +285,7 @@ static int run_job(struct vd_lease *lease, const char *program, char **argv, cha
 		int e;
 
 		close(fds[0]);
+		close(go[1]);
 		setpgid(0, 0);
 		if (own_tty)
 			give_terminal(getpid());
@@ -277,6 +297,8 @@ static int run_job(struct vd_lease *lease, const char *program, char **argv, cha
 			if (sigaction(forwarded[i], NULL, &cur) == 0 && cur.sa_handler == forward)
 				sigaction(forwarded[i], &dfl, NULL);
 		}
+		while (read(go[0], &byte, 1) < 0 && errno == EINTR)
+			; /* end of file once the record names the job */
 		sigprocmask(SIG_SETMASK, &old_mask, NULL);
 		if (vd_lease_inherit(lease) == 0)
 			exec_program(program, argv, sh_argv);
@@ -285,6 +307,7 @@ static int run_job(struct vd_lease *lease, const char *program, char **argv, cha
 		_exit(e == ENOENT ? 127 : 126);
 	}
 	close(fds[1]);
+	close(go[0]);
 	setpgid(pid, pid);
 	job_pgid = pid;
 	sigprocmask(SIG_SETMASK, &old_mask, NULL);
@@ -293,6 +316,7 @@ static int run_job(struct vd_lease *lease, const char *program, char **argv, cha
 	if (vd_lease_set_job(lease, pid, pid))
 		cli_error("note: the lease record still names visdev, not the job: %s",
 			  vd_error_last());
+	close(go[1]); /* the job may start */
 	do
 		n = read(fds[0], &child_errno, sizeof(child_errno));
 	while (n < 0 && errno == EINTR);

@@ -385,6 +385,14 @@ wait_leases() {
 	assert_output_has "invalid size '8X'"
 }
 
+@test "the job starts only once its lease record names it" {
+	# a race, not a certainty: each of the forty starts is a chance to lose it
+	for _ in $(seq 40); do
+		run one run -- sh -c 'tail -n 1 "$VISDEV_LEASE" | grep -q "\"pid\":$$,\"pgid\":$$,"'
+		assert_status 0
+	done
+}
+
 @test "visdev inside a job that visdev run started says the job holds the GPUs, never waits for them" {
 	run one run -- "$VISDEV" --fixture "$FIXTURES/one.json" pick
 	assert_status 3
