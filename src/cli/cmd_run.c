@@ -36,12 +36,18 @@ static const char usage[] =
 static volatile sig_atomic_t job_pgid;
 static volatile sig_atomic_t got_signal;
 
-/* Passes a signal on to every process of the job. */
+/*
+ * Passes a signal on to every process of the job. After SIGTERM or SIGHUP
+ * a stopped job is continued, as shells do, or the signal would wait in it.
+ */
 static void forward(int sig)
 {
 	got_signal = sig;
-	if (job_pgid > 0)
+	if (job_pgid > 0) {
 		kill(-(pid_t)job_pgid, sig);
+		if (sig != SIGINT)
+			kill(-(pid_t)job_pgid, SIGCONT);
+	}
 }
 
 /* The signals passed on to the job, and those that were ignored when visdev started. */
@@ -317,10 +323,10 @@ static int run_job(struct vd_lease *lease, const char *program, char **argv, cha
 		cli_error("note: the lease record still names visdev, not the job: %s",
 			  vd_error_last());
 	close(go[1]); /* the job may start */
-	do
-		n = read(fds[0], &child_errno, sizeof(child_errno));
-	while (n < 0 && errno == EINTR);
-	close(fds[0]);
+	/*
+	 * Wait first, the exec error after: a Ctrl-Z may stop the child before
+	 * it execs, and that stop must reach us here, not find us blocked on the pipe.
+	 */
 	for (;;) {
 		if (waitpid(pid, &status, own_tty ? WUNTRACED : 0) < 0) {
 			if (errno == EINTR)
@@ -340,6 +346,11 @@ static int run_job(struct vd_lease *lease, const char *program, char **argv, cha
 		kill(-pid, SIGCONT);
 	}
 	job_pgid = 0;
+	/* the child has ended: its exec error, if any, is in the pipe, else end of file */
+	do
+		n = read(fds[0], &child_errno, sizeof(child_errno));
+	while (n < 0 && errno == EINTR);
+	close(fds[0]);
 	if (status != -1)
 		keep_lease_for_group(pid);
 	/* take the terminal back only from the job: not when in the background (bg) */

@@ -48,3 +48,10 @@ wait_for() {
 	echo "timed out waiting for: $*" >&2
 	return 1
 }
+
+# Whether process $1 has ended: gone, or a zombie nobody has reaped yet.
+gone() {
+	local state
+	state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 0
+	[ -z "$state" ] || [ "$state" = Z ] || [ "$state" = X ]
+}

@@ -8,14 +8,24 @@ load helper
 four() { exec "$VISDEV" --fixture "$FIXTURES/four.json" "$@"; }
 one() { exec "$VISDEV" --fixture "$FIXTURES/one.json" "$@"; }
 
-# Waits (up to 10 s) until the lease directory shows N leases.
+# Waits (up to 10 s) until the lease directory shows N leases, each naming its
+# job and no longer visdev, which holds a lease for the moments before the job starts.
 wait_leases() {
 	for _ in $(seq 100); do
-		[ "$(four leases --json | jq '.leases | length')" -eq "$1" ] && return 0
+		leases_name_jobs "$1" && return 0
 		sleep 0.1
 	done
 	four leases >&2
 	return 1
+}
+
+leases_name_jobs() {
+	local pids pid
+	pids=$(four leases --json | jq -r '.leases[].pid') || return 1
+	[ "$(wc -w <<<"$pids")" -eq "$1" ] || return 1
+	for pid in $pids; do
+		[ "$(ps -o comm= -p "$pid")" != visdev ] || return 1
+	done
 }
 
 @test "run sets the variables for the command and returns its status" {
@@ -77,7 +87,7 @@ wait_leases() {
 	assert_status 3
 	[ "$(one leases --json | jq '.leases | length')" -eq 1 ]
 	kill "$job"
-	wait_for eval '! kill -0 "$job"'
+	wait_for gone "$job"
 	run one run -- true
 	assert_status 0
 	[ "$(one leases --json | jq '.leases | length')" -eq 0 ]
@@ -93,14 +103,24 @@ wait_leases() {
 	wait "$visdev_pid" || status=$?
 	[ "$status" -eq 3 ]
 	[ "$(cat got)" = term ]
-	# the background sleep, in the same group, got it too: it is gone (or a zombie)
-	# well before its 100 s
-	bg=$(cat bg)
-	for _ in $(seq 100); do
-		[ "$(awk '{print $3}' "/proc/$bg/stat" 2>/dev/null || echo gone)" != S ] && return 0
-		sleep 0.1
-	done
-	return 1
+	# the background sleep, in the same group, got it too: it is gone well
+	# before its 100 s
+	wait_for gone "$(cat bg)"
+}
+
+@test "SIGTERM to visdev ends a job that was stopped, as a shell's kill does" {
+	one run -- sleep 100 &
+	visdev_pid=$!
+	wait_leases 1
+	job=$(one leases --json | jq -r '.leases[0].pid')
+	kill -STOP "$job"
+	wait_for eval '[ "$(awk "{print \$3}" /proc/$job/stat)" = T ]'
+	kill -TERM "$visdev_pid"
+	# a stopped job keeps the signal pending until it is continued
+	wait_for gone "$visdev_pid" || { kill -CONT "$job"; return 1; }
+	status=0
+	wait "$visdev_pid" || status=$?
+	[ "$status" -eq 143 ]
 }
 
 @test "run --wait waits for a lease to end, says what it waits for, then runs" {
@@ -109,9 +129,8 @@ wait_leases() {
 	job=$(one leases --json | jq -r '.leases[0].pid')
 	one run --wait -- sh -c 'echo ran' >out 2>err &
 	waiter=$!
-	for _ in $(seq 100); do grep -q waiting err && break; sleep 0.1; done
+	wait_for grep -q "GPU 0: leased by" err
 	grep -q "waiting" err
-	grep -q "GPU 0: leased by" err
 	kill -0 "$waiter"
 	kill "$job"
 	wait "$waiter"
@@ -257,7 +276,7 @@ wait_leases() {
 	# someone holds the allocation lock: run blocks on it
 	flock "$VISDEV_LEASE_DIR/.alloc.lock" sleep 3 &
 	holder=$!
-	wait_for test -e "$VISDEV_LEASE_DIR/.alloc.lock"
+	wait_for eval '! flock -n "$VISDEV_LEASE_DIR/.alloc.lock" true'
 	env --default-signal=TERM "$VISDEV" --fixture "$FIXTURES/one.json" run -- touch started &
 	visdev_pid=$!
 	sleep 0.3
@@ -422,7 +441,7 @@ wait_leases() {
 	mkdir -p "$VISDEV_LEASE_DIR"
 	chmod 1777 "$VISDEV_LEASE_DIR"
 	flock -x "$VISDEV_LEASE_DIR/GPU-9f8e7d6c-5b4a-4938-8271-605f4e3d2c1b.lock" sleep 5 &
-	wait_for test -e "$VISDEV_LEASE_DIR/GPU-9f8e7d6c-5b4a-4938-8271-605f4e3d2c1b.lock"
+	wait_for eval '! flock -n "$VISDEV_LEASE_DIR/GPU-9f8e7d6c-5b4a-4938-8271-605f4e3d2c1b.lock" true'
 	# 2 s of waiting should cost milliseconds of CPU, not seconds
 	TIMEFORMAT='%U %S'
 	cpu=$( { time "$VISDEV" --fixture "$FIXTURES/one.json" run --wait=2 -- true 2>/dev/null; } 2>&1 | tail -n 1)

@@ -8,7 +8,7 @@ setup() {
 	cd "$BATS_TEST_TMPDIR" || return 1
 	export VISDEV_LEASE_DIR=$BATS_TEST_TMPDIR/leases
 	SESSION=visdev-test-$$-$BATS_TEST_NUMBER
-	tmux -L "$SESSION" new-session -d -s main -x 150 -y 40 \
+	tmux -L "$SESSION" -f /dev/null new-session -d -s main -x 150 -y 40 \
 		"env -i PATH=$PATH HOME=$BATS_TEST_TMPDIR TERM=xterm PS1='$ ' bash --norc --noprofile -i"
 }
 
@@ -20,11 +20,12 @@ type_line() {
 	tmux -L "$SESSION" send-keys -t main "$1" Enter
 }
 
-# The state letter (R, S, T, ...) of the job's process, by the lease record.
+# The state letter (R, S, T, ...) of the job's process, by the lease record,
+# once that process is the job (sleep), not the visdev it was forked from.
 job_state() {
 	local pid
 	pid=$("$VISDEV" --fixture "$FIXTURES/one.json" leases --json | jq -r '.leases[0].pid // empty')
-	[ -n "$pid" ] && awk '{print $3}' "/proc/$pid/stat"
+	[ -n "$pid" ] && awk '$2 == "(sleep)" {print $3}' "/proc/$pid/stat"
 }
 
 @test "Ctrl-Z stops the job with visdev, fg resumes it, Ctrl-C ends it with 130" {
