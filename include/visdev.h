@@ -453,7 +453,8 @@ VD_API void vd_lease_free(struct vd_lease *lease);
 /*
  * Watching a lease directory for leases that end, to wait for a device
  * without polling. Create the watch before trying to acquire, so that a
- * release between the try and the wait is not missed.
+ * release between the try and the wait is not missed; the caller's own
+ * failed tries do not wake it.
  */
 struct vd_lease_watch;
 VD_API int vd_lease_watch_new(struct vd_lease_watch **out, const char *dir);

@@ -471,14 +471,11 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys,
 		vd_system_free(*sys);
 		*sys = NULL;
 		/*
-		 * A lease that ends wakes us at once; NVML's view is read again each
-		 * second. First, forget the events our own try made (a lock file it
-		 * opened and closed), or they would wake us at once, again and again.
+		 * A lease that ends wakes us at once, even one that ended while we
+		 * tried; NVML's view, and locks held by others than visdev, are read
+		 * again each second.
 		 */
-		while ((err = vd_lease_watch_wait(watch, 0)) == 1)
-			;
-		if (err >= 0)
-			err = vd_lease_watch_wait(watch, 1000);
+		err = vd_lease_watch_wait(watch, 1000);
 		if (err == VD_EINTR || got_signal) {
 			rc = 128 + (got_signal ? got_signal : SIGINT);
 			break;

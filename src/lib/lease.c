@@ -8,6 +8,8 @@
  * a record is live exactly while its lease is. Choosing and locking happen
  * under the allocation lock. Locks live in open file descriptions, which a
  * job inherits: the lease lasts as long as any process of the job does.
+ * Waiters watch for the last close of a record (inotify), which is the end
+ * of its lease.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -483,6 +485,25 @@ static int record_write(struct vd_lease *lease)
 	return err;
 }
 
+/*
+ * Moves the record's descriptor above the lock files' (it is, unless a
+ * thread closed one meanwhile). When the job's last process exits, the
+ * kernel closes its descriptors in order: the locks go first, and the
+ * record's close, which wakes the waiters, comes once the devices are free.
+ */
+static int above_locks(const struct vd_lease *lease, int fd)
+{
+	int top = -1, up;
+
+	for (size_t i = 0; i < lease->ndevices; i++)
+		if (lease->lock_fds[i] > top)
+			top = lease->lock_fds[i];
+	if (fd > top || (up = fcntl(fd, F_DUPFD_CLOEXEC, top + 1)) < 0)
+		return fd;
+	close(fd);
+	return up;
+}
+
 /* Creates and locks a new record file with a name no other lease has. */
 static int record_create(struct vd_lease *lease)
 {
@@ -501,6 +522,7 @@ static int record_create(struct vd_lease *lease)
 			return error_set(VD_EIO, "cannot create lease record in '%s': %s",
 					 lease->dir, strerror(errno));
 		fchmod(fd, 0644); /* whatever the umask: every user must see every lease */
+		fd = above_locks(lease, fd);
 		if (flock_retry(fd, LOCK_EX) < 0) {
 			close(fd);
 			unlinkat(lease->dir_fd, name, 0);
@@ -665,16 +687,12 @@ void vd_lease_free(struct vd_lease *lease)
 {
 	if (!lease)
 		return;
-	/*
-	 * The record before the locks: a waiter woken by a lock file's release
-	 * must not find the record still live.
-	 */
-	if (lease->record_fd >= 0)
-		close(lease->record_fd);
+	/* the locks before the record: its close wakes the waiters, who must find them free */
 	lease_unlock(lease);
 	if (lease->record_fd >= 0) {
 		int probe;
 
+		close(lease->record_fd);
 		/* the record goes once no inheriting child still holds the lease */
 		probe = openat(lease->dir_fd, lease->record_name,
 			       O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -708,7 +726,7 @@ int vd_lease_watch_new(struct vd_lease_watch **out, const char *dir)
 	if (!w)
 		return error_set(VD_ENOMEM, "out of memory");
 	w->fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-	if (w->fd < 0 || inotify_add_watch(w->fd, dir, IN_CLOSE | IN_DELETE) < 0) {
+	if (w->fd < 0 || inotify_add_watch(w->fd, dir, IN_CLOSE_WRITE) < 0) {
 		err = error_set(VD_EIO, "cannot watch lease directory '%s': %s", dir,
 				strerror(errno));
 		vd_lease_watch_free(w);
@@ -718,12 +736,15 @@ int vd_lease_watch_new(struct vd_lease_watch **out, const char *dir)
 	return 0;
 }
 
-/* Whether an event names a device's lock file: the last holder of a lease let go. */
+/*
+ * Whether an event is a lease's end: the last close of its record, which
+ * only a holder has open for writing. Readers open records read-only and
+ * lock files are opened read-only by all, so trying and failing to lease
+ * makes no event of this kind: a waiter is never woken by its own tries.
+ */
 static int is_release(const struct inotify_event *ev)
 {
-	size_t len = ev->len ? strlen(ev->name) : 0;
-
-	return len > 5 && ev->name[0] != '.' && !strcmp(ev->name + len - 5, ".lock");
+	return ev->len && is_record(ev->name);
 }
 
 int vd_lease_watch_wait(struct vd_lease_watch *watch, int timeout_ms)
