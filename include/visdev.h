@@ -411,8 +411,8 @@ struct vd_select_options;
  * others to see (who holds what). Returns 0 and *out, or VD_ENOFIT with
  * *choice's reasons (and *out NULL); *choice, when not NULL, is the
  * caller's to free either way. Errors: VD_EPERM for an unsafe lease
- * directory or lock file (a symlink, a relative path), VD_EBUSY when the devices chosen kept being
- * taken by others (try again), VD_EIO, VD_ENOMEM.
+ * directory or lock file (a symlink, a relative path), VD_EBUSY when the
+ * devices chosen kept being taken by others (try again), VD_EIO, VD_ENOMEM.
  *
  * The lease lasts while any process holds its lock descriptors: this
  * process, and any child that inherited them (see vd_lease_inherit). It
@@ -502,9 +502,13 @@ struct vd_choice {
 	char **reasons; /* one line per device not chosen that could not be:
 			   "GPU 3: leased by alice (pid 4242, python train.py) since 10:02" */
 	size_t nreasons;
-	int never; /* with VD_ENOFIT: no end of a lease or change of load can make
-		      it fit (too few devices of the model, too little memory in all),
-		      so waiting is pointless */
+	int never;		/* with VD_ENOFIT: no end of a lease or change of load can make
+				   it fit (too few devices of the model, too little memory in all),
+				   so waiting is pointless */
+	size_t unknown_holders; /* set by vd_lease_acquire: devices found locked
+				   without a live record (a lease ending at that
+				   moment, or a lock another program holds): worth
+				   trying again soon, without waiting for an end */
 };
 
 /*

@@ -42,12 +42,15 @@ static volatile sig_atomic_t got_signal;
  */
 static void forward(int sig)
 {
+	int saved = errno;
+
 	got_signal = sig;
 	if (job_pgid > 0) {
 		kill(-(pid_t)job_pgid, sig);
 		if (sig != SIGINT)
 			kill(-(pid_t)job_pgid, SIGCONT);
 	}
+	errno = saved;
 }
 
 /* The signals passed on to the job, and those that were ignored when visdev started. */
@@ -247,7 +250,7 @@ static void close_pair(int fds[2])
  */
 static int run_job(struct vd_lease *lease, const char *program, char **argv, char **sh_argv)
 {
-	int fds[2], go[2], status = -1, child_errno = 0, own_tty;
+	int fds[2], go[2], status = -1, child_errno = 0, own_tty, err;
 	sigset_t old_mask;
 	pid_t pid;
 	ssize_t n;
@@ -319,10 +322,11 @@ static int run_job(struct vd_lease *lease, const char *program, char **argv, cha
 	sigprocmask(SIG_SETMASK, &old_mask, NULL);
 	if (own_tty)
 		give_terminal(pid);
-	if (vd_lease_set_job(lease, pid, pid))
+	err = vd_lease_set_job(lease, pid, pid);
+	close(go[1]); /* the job may start, before any note (a background write may stop us) */
+	if (err)
 		cli_error("note: the lease record still names visdev, not the job: %s",
 			  vd_error_last());
-	close(go[1]); /* the job may start */
 	/*
 	 * Wait first, the exec error after: a Ctrl-Z may stop the child before
 	 * it execs, and that stop must reach us here, not find us blocked on the pipe.
@@ -413,7 +417,7 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys,
 	struct vd_choice *choice = NULL;
 	struct vd_backend *backend = NULL;
 	double deadline = wait >= 0 ? now_seconds() + wait : 0;
-	int rc, err, said = 0;
+	int rc, err, said = 0, settle_ms = 0;
 
 	if (wait != -3) {
 		err = vd_lease_watch_new(&watch, dir);
@@ -423,6 +427,8 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys,
 	/* opened once: a wait reads the GPUs again and again */
 	rc = cli_backend(&backend, g);
 	while (!rc) {
+		int unsettled;
+
 		err = vd_backend_snapshot(sys, backend);
 		rc = err ? cli_library_error(err) : cli_resolve_env(parent, *sys, !said);
 		if (rc)
@@ -432,13 +438,14 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys,
 			break;
 		vd_resolution_free(*parent);
 		*parent = NULL;
-		if (err == VD_EBUSY && watch) {
-			vd_choice_free(choice);
-			choice = NULL;
-			vd_system_free(*sys);
-			*sys = NULL;
-			continue; /* others took the devices first: choose again */
-		}
+		/*
+		 * Locks found held without a live record: a lease ending this very
+		 * moment (its record closed before its locks), or a program other
+		 * than visdev holding one. Either way, look again soon.
+		 */
+		unsettled = err == VD_EBUSY || (err == VD_ENOFIT && choice->unknown_holders);
+		if (err == VD_EBUSY && watch)
+			goto wait;
 		if (err != VD_ENOFIT) {
 			rc = cli_library_error(err);
 			break;
@@ -466,16 +473,24 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys,
 			cli_error("waiting: %s", vd_error_last());
 			cli_print_reasons(choice);
 		}
+wait:
 		vd_choice_free(choice);
 		choice = NULL;
 		vd_system_free(*sys);
 		*sys = NULL;
+		if (wait >= 0 && now_seconds() >= deadline) {
+			cli_error("%s (waited long enough)", vd_error_last());
+			rc = EXIT_NONE;
+			break;
+		}
 		/*
 		 * A lease that ends wakes us at once, even one that ended while we
-		 * tried; NVML's view, and locks held by others than visdev, are read
-		 * again each second.
+		 * tried; NVML's view is read again each second, and after finding
+		 * locks held without a record, sooner: 10 ms, then twice as long
+		 * each time, up to the second.
 		 */
-		err = vd_lease_watch_wait(watch, 1000);
+		settle_ms = !unsettled ? 0 : settle_ms ? settle_ms * 2 : 10;
+		err = vd_lease_watch_wait(watch, settle_ms && settle_ms < 1000 ? settle_ms : 1000);
 		if (err == VD_EINTR || got_signal) {
 			rc = 128 + (got_signal ? got_signal : SIGINT);
 			break;

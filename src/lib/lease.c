@@ -32,7 +32,6 @@
 #define ALLOC_LOCK    ".alloc.lock"
 #define RECORD_PREFIX "lease."
 #define RECORD_SUFFIX ".json"
-#define MAX_TRIES     8
 
 struct vd_lease {
 	struct vd_device_ref *devices;
@@ -485,25 +484,6 @@ static int record_write(struct vd_lease *lease)
 	return err;
 }
 
-/*
- * Moves the record's descriptor above the lock files' (it is, unless a
- * thread closed one meanwhile). When the job's last process exits, the
- * kernel closes its descriptors in order: the locks go first, and the
- * record's close, which wakes the waiters, comes once the devices are free.
- */
-static int above_locks(const struct vd_lease *lease, int fd)
-{
-	int top = -1, up;
-
-	for (size_t i = 0; i < lease->ndevices; i++)
-		if (lease->lock_fds[i] > top)
-			top = lease->lock_fds[i];
-	if (fd > top || (up = fcntl(fd, F_DUPFD_CLOEXEC, top + 1)) < 0)
-		return fd;
-	close(fd);
-	return up;
-}
-
 /* Creates and locks a new record file with a name no other lease has. */
 static int record_create(struct vd_lease *lease)
 {
@@ -522,7 +502,6 @@ static int record_create(struct vd_lease *lease)
 			return error_set(VD_EIO, "cannot create lease record in '%s': %s",
 					 lease->dir, strerror(errno));
 		fchmod(fd, 0644); /* whatever the umask: every user must see every lease */
-		fd = above_locks(lease, fd);
 		if (flock_retry(fd, LOCK_EX) < 0) {
 			close(fd);
 			unlinkat(lease->dir_fd, name, 0);
@@ -603,13 +582,24 @@ static int lock_choice(struct vd_lease *l, struct vd_leases *leases, const struc
 	return 0;
 }
 
+/* How many leasable devices there are: GPUs and MIG instances. */
+static size_t units(const struct vd_system *sys)
+{
+	size_t n = sys->ngpus;
+
+	for (size_t g = 0; g < sys->ngpus; g++)
+		n += sys->gpus[g].nmig;
+	return n;
+}
+
 int vd_lease_acquire(struct vd_lease **out, struct vd_choice **choice, const char *dir,
 		     const struct vd_system *sys, const struct vd_resolution *parent,
 		     const struct vd_select_options *opts, const char *command)
 {
 	struct vd_leases *leases = NULL;
 	struct vd_lease *l = NULL;
-	int dfd = -1, alloc_fd = -1, err, tries;
+	int dfd = -1, alloc_fd = -1, err;
+	size_t tries;
 
 	*out = NULL;
 	*choice = NULL;
@@ -625,7 +615,11 @@ int vd_lease_acquire(struct vd_lease **out, struct vd_choice **choice, const cha
 	if (err)
 		goto out;
 	err = leases_read_fd(&leases, dfd, sys, 1);
-	for (tries = 0; !err && tries < MAX_TRIES; tries++) {
+	/*
+	 * Each device found locked without a record is counted as held and the
+	 * choice made again: one try per device at most, and one more.
+	 */
+	for (tries = 0; !err && tries <= units(sys); tries++) {
 		vd_choice_free(*choice);
 		*choice = NULL;
 		err = vd_select(choice, sys, leases, parent, opts);
@@ -636,8 +630,10 @@ int vd_lease_acquire(struct vd_lease **out, struct vd_choice **choice, const cha
 			break;
 		err = 0;
 	}
-	if (!err && tries == MAX_TRIES)
+	if (!err && tries > units(sys))
 		err = error_set(VD_EBUSY, "devices kept changing hands: try again");
+	if (*choice)
+		(*choice)->unknown_holders = tries;
 	if (!err) {
 		err = record_create(l);
 		if (!err) {
@@ -696,7 +692,8 @@ void vd_lease_free(struct vd_lease *lease)
 		/* the record goes once no inheriting child still holds the lease */
 		probe = openat(lease->dir_fd, lease->record_name,
 			       O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		if (probe >= 0 && flock(probe, LOCK_EX | LOCK_NB) == 0)
+		/* shared, as readers probe: one probing now must not find it held */
+		if (probe >= 0 && flock(probe, LOCK_SH | LOCK_NB) == 0)
 			unlinkat(lease->dir_fd, lease->record_name, 0);
 		if (probe >= 0)
 			close(probe);
@@ -776,8 +773,8 @@ int vd_lease_watch_wait(struct vd_lease_watch *watch, int timeout_ms)
 			for (char *q = buf; q < buf + n;) {
 				const struct inotify_event *ev = (const struct inotify_event *)q;
 
-				if (is_release(ev))
-					r = 2;
+				if (is_release(ev) || (ev->mask & IN_Q_OVERFLOW))
+					r = 2; /* an overflow may have lost one */
 				q += sizeof(*ev) + ev->len;
 			}
 		}

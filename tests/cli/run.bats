@@ -451,6 +451,30 @@ leases_name_jobs() {
 	wait
 }
 
+@test "with every GPU locked by another program, --wait=SECONDS ends in time without spinning" {
+	mkdir -p "$VISDEV_LEASE_DIR"
+	chmod 1777 "$VISDEV_LEASE_DIR"
+	uuids=$(jq -r '.gpus[].uuid' "$FIXTURES/eight.json")
+	for u in $uuids; do
+		flock -x "$VISDEV_LEASE_DIR/$u.lock" sleep 10 &
+	done
+	for u in $uuids; do
+		wait_for eval "! flock -n '$VISDEV_LEASE_DIR/$u.lock' true"
+	done
+	TIMEFORMAT='%R %U %S'
+	times=$( { time { "$VISDEV" --fixture "$FIXTURES/eight.json" run --wait=1 -- true 2>err
+		echo $? >rc; }; } 2>&1)
+	[ "$(cat rc)" -eq 3 ] || { cat err; return 1; }
+	grep -q "waited long enough" err
+	grep -q "holder unknown" err
+	# the locks stay 10 s: a wait of 1 s that ends within 5, having used little CPU
+	read -r real user sys <<<"$times"
+	awk -v r="$real" -v u="$user" -v s="$sys" 'BEGIN { exit !(r < 5 && u + s < 0.5) }' ||
+		{ echo "wall, user, system seconds: $times"; return 1; }
+	kill $(jobs -p) 2>/dev/null || true
+	wait
+}
+
 @test "children that closed their descriptors keep the lease after the command exits" {
 	# the command leaves a child that holds none of the lease's descriptors
 	out=$("$VISDEV" --fixture "$FIXTURES/one.json" run -- \

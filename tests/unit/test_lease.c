@@ -206,6 +206,7 @@ static void test_watch_ignores_own_tries(void **state)
 	assert_int_equal(flock(held, LOCK_EX), 0);
 	for (int i = 0; i < 3; i++) {
 		assert_int_equal(vd_lease_acquire(&a, &c, dir, one, NULL, &o, "x"), VD_ENOFIT);
+		assert_int_equal(c->unknown_holders, 1); /* worth trying again soon */
 		vd_choice_free(c);
 	}
 	assert_int_equal(vd_lease_watch_wait(w, 0), 0);
