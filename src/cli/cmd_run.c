@@ -489,8 +489,11 @@ wait:
 		 * locks held without a record, sooner: 10 ms, then twice as long
 		 * each time, up to the second.
 		 */
-		settle_ms = !unsettled ? 0 : settle_ms ? settle_ms * 2 : 10;
-		err = vd_lease_watch_wait(watch, settle_ms && settle_ms < 1000 ? settle_ms : 1000);
+		settle_ms = !unsettled	    ? 0 :
+			    !settle_ms	    ? 10 :
+			    settle_ms < 500 ? settle_ms * 2 :
+					      1000;
+		err = vd_lease_watch_wait(watch, settle_ms ? settle_ms : 1000);
 		if (err == VD_EINTR || got_signal) {
 			rc = 128 + (got_signal ? got_signal : SIGINT);
 			break;
