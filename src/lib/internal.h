@@ -74,6 +74,12 @@ int system_new(struct vd_system **out, size_t ngpus);
 unsigned system_driver_major(const struct vd_system *sys);
 
 /*
+ * How many leasable units sys has: each GPU in MIG mode with instances
+ * counts as its instances, any other GPU as one.
+ */
+size_t system_units(const struct vd_system *sys);
+
+/*
  * Copies a snapshot deeply (GPUs, their processes and MIG instances,
  * links): the copy shares nothing with src. Free it with vd_system_free().
  * Errors: VD_ENOMEM.

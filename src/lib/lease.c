@@ -582,16 +582,6 @@ static int lock_choice(struct vd_lease *l, struct vd_leases *leases, const struc
 	return 0;
 }
 
-/* How many leasable devices there are: GPUs and MIG instances. */
-static size_t units(const struct vd_system *sys)
-{
-	size_t n = sys->ngpus;
-
-	for (size_t g = 0; g < sys->ngpus; g++)
-		n += sys->gpus[g].nmig;
-	return n;
-}
-
 int vd_lease_acquire(struct vd_lease **out, struct vd_choice **choice, const char *dir,
 		     const struct vd_system *sys, const struct vd_resolution *parent,
 		     const struct vd_select_options *opts, const char *command)
@@ -599,7 +589,7 @@ int vd_lease_acquire(struct vd_lease **out, struct vd_choice **choice, const cha
 	struct vd_leases *leases = NULL;
 	struct vd_lease *l = NULL;
 	int dfd = -1, alloc_fd = -1, err;
-	size_t tries;
+	size_t tries, most = system_units(sys) + 1;
 
 	*out = NULL;
 	*choice = NULL;
@@ -619,7 +609,7 @@ int vd_lease_acquire(struct vd_lease **out, struct vd_choice **choice, const cha
 	 * Each device found locked without a record is counted as held and the
 	 * choice made again: one try per device at most, and one more.
 	 */
-	for (tries = 0; !err && tries <= units(sys); tries++) {
+	for (tries = 0; !err && tries < most; tries++) {
 		vd_choice_free(*choice);
 		*choice = NULL;
 		err = vd_select(choice, sys, leases, parent, opts);
@@ -630,7 +620,7 @@ int vd_lease_acquire(struct vd_lease **out, struct vd_choice **choice, const cha
 			break;
 		err = 0;
 	}
-	if (!err && tries > units(sys))
+	if (!err && tries == most)
 		err = error_set(VD_EBUSY, "devices kept changing hands: try again");
 	if (*choice)
 		(*choice)->unknown_holders = tries;

@@ -719,10 +719,8 @@ out:
 static int units_list(struct search *s)
 {
 	const struct vd_system *sys = s->sys;
-	size_t n = 0;
+	size_t n = system_units(sys);
 
-	for (size_t i = 0; i < sys->ngpus; i++)
-		n += sys->gpus[i].mig_mode && sys->gpus[i].nmig ? sys->gpus[i].nmig : 1;
 	s->units = calloc(n ? n : 1, sizeof(*s->units));
 	if (!s->units)
 		return error_set(VD_ENOMEM, "out of memory");

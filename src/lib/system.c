@@ -119,3 +119,12 @@ unsigned system_driver_major(const struct vd_system *sys)
 {
 	return (unsigned)strtoul(sys->driver_version, NULL, 10);
 }
+
+size_t system_units(const struct vd_system *sys)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < sys->ngpus; i++)
+		n += sys->gpus[i].mig_mode && sys->gpus[i].nmig ? sys->gpus[i].nmig : 1;
+	return n;
+}
