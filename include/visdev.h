@@ -242,6 +242,40 @@ struct vd_device_ref {
 	int mig;      /* index into that GPU's mig, or -1 for the whole GPU */
 };
 
+/*
+ * The free memory of a device of sys: a whole GPU's (vd_gpu_memory_free_mib),
+ * or a MIG instance's own, never its parent's; -1 when unknown.
+ */
+VD_API int64_t vd_device_memory_free_mib(const struct vd_system *sys, struct vd_device_ref d);
+
+/*
+ * Why CUDA does not enumerate a device that a value names (or, with the
+ * variable unset, that the machine has). A GPU in MIG mode is, to CUDA, its
+ * MIG devices: naming it (by ordinal or GPU- UUID) names them, in the order
+ * the driver lists them. Which of them CUDA then enumerates depends on the
+ * driver (NVIDIA's MIG User Guide, "CUDA Device Enumeration").
+ */
+enum vd_drop_reason {
+	VD_DROP_NONE = 0,
+	VD_DROP_MIG_EMPTY,  /* a GPU in MIG mode without MIG devices: nothing of it to use */
+	VD_DROP_ONE_MIG,    /* before R570: a MIG device after the first one */
+	VD_DROP_BESIDE_MIG, /* before R570: a whole GPU, once a MIG device is enumerated */
+	VD_DROP_SAME_GI,    /* from R570: a second compute instance of one GPU instance */
+};
+
+/* "mig-empty", "one-mig", "beside-mig", "same-gpu-instance"; NULL for VD_DROP_NONE. */
+VD_API const char *vd_drop_reason_name(enum vd_drop_reason reason);
+
+/* The position of a device no element names (the variable is unset). */
+#define VD_NO_POSITION ((size_t)-1)
+
+/* A device named (or, unset, present) that CUDA does not enumerate. */
+struct vd_dropped {
+	struct vd_device_ref device;
+	enum vd_drop_reason reason;
+	size_t position; /* the 0-based element naming it, or VD_NO_POSITION */
+};
+
 /* What CUDA makes of a value of CUDA_VISIBLE_DEVICES on a machine. */
 struct vd_resolution {
 	int set;		       /* the variable is set (possibly empty) */
@@ -249,8 +283,10 @@ struct vd_resolution {
 	int order_assumed;	       /* fastest-first was asked but is unknown:
 					  PCI bus order was used, and said */
 	int uuid_form;		       /* the value is a list of GPU-/MIG- ids */
-	struct vd_device_ref *devices; /* devices[n] is cuda:n */
+	struct vd_device_ref *devices; /* devices[n] is cuda:n: what CUDA enumerates */
 	size_t ndevices;
+	struct vd_dropped *dropped; /* named (or present) but not enumerated, in order */
+	size_t ndropped;
 	size_t nelements;	   /* elements in the value, all of them */
 	enum vd_stop_reason stop;  /* why the list ended early, or NONE */
 	size_t stop_position;	   /* 0-based element where it stopped */
@@ -258,8 +294,6 @@ struct vd_resolution {
 	int duplicate;		   /* a device named twice: nothing is visible */
 	size_t duplicate_position; /* the element naming it the second time */
 	size_t duplicate_first;	   /* the element naming it the first time */
-	size_t mig_limit;	   /* how many of devices CUDA can use at once,
-				      0 for no limit; see warnings */
 	char **warnings;	   /* one-line notes, plain words */
 	size_t nwarnings;
 };
@@ -267,13 +301,25 @@ struct vd_resolution {
 /*
  * Applies CUDA's rules for CUDA_VISIBLE_DEVICES to value (NULL: the variable
  * is unset) on the machine sys, counting ordinals in order. Lost GPUs still
- * count: CUDA numbers them too. A value that makes nothing visible is not
- * an error: the resolution says why. Errors: VD_ENOMEM only.
+ * count: CUDA numbers them too. The devices named are then those CUDA
+ * enumerates (devices) and those it does not (dropped, with the reason):
+ * a GPU in MIG mode stands for its MIG devices; before driver R570 (or with
+ * the driver unknown) a process enumerates one MIG device in all and no
+ * whole GPU beside it, from R570 one compute instance per GPU instance. A
+ * value that makes nothing visible is not an error: the resolution says
+ * why. Errors: VD_ENOMEM only.
  */
 VD_API int vd_visible_resolve(struct vd_resolution **out, const struct vd_system *sys,
 			      const char *value, enum vd_order order);
 
 VD_API void vd_resolution_free(struct vd_resolution *res);
+
+/* The N of cuda:N that device d is under res, or -1 when CUDA does not enumerate it. */
+VD_API int vd_resolution_cuda(const struct vd_resolution *res, struct vd_device_ref d);
+
+/* Where res drops device d (named but not enumerated), or NULL when it does not. */
+VD_API const struct vd_dropped *vd_resolution_dropped(const struct vd_resolution *res,
+						      struct vd_device_ref d);
 
 /* Which form vd_visible_format() writes. */
 enum vd_format {
@@ -285,8 +331,11 @@ enum vd_format {
  * Writes a value of CUDA_VISIBLE_DEVICES that resolves, under CUDA's rules,
  * to exactly devs in that order (index form: with CUDA_DEVICE_ORDER set to
  * PCI_BUS_ID). The empty set is "". Errors: VD_EINVAL for a device not in
- * sys, a device named twice, or a MIG instance asked in index form (MIG
- * devices have no index). The string is the caller's to free().
+ * sys, a device named twice, a MIG instance asked in index form (MIG
+ * devices have no index), a GPU in MIG mode asked whole, or devices CUDA
+ * would not enumerate together (see vd_drop_reason): a value of which CUDA
+ * would silently drop a part is never written. The string is the caller's
+ * to free().
  */
 VD_API int vd_visible_format(char **out, const struct vd_system *sys,
 			     const struct vd_device_ref *devs, size_t ndevs, enum vd_format format);

@@ -180,13 +180,24 @@ json_t *cli_json_device(const struct vd_system *sys, struct vd_device_ref d)
 	return o;
 }
 
+/* "MIG 3g.40gb (gi 1 ci 0)": how a MIG device is named in tables. */
+static size_t mig_label(char *buf, size_t n, const struct vd_mig *m)
+{
+	return (size_t)snprintf(buf, n, "MIG %s (gi %u ci %u)", m->profile, m->gi, m->ci);
+}
+
 int cli_name_width(const struct vd_system *sys)
 {
 	size_t w = 4;
+	char label[64];
 
-	for (size_t i = 0; i < sys->ngpus; i++)
+	for (size_t i = 0; i < sys->ngpus; i++) {
 		if (strlen(sys->gpus[i].name) > w)
 			w = strlen(sys->gpus[i].name);
+		for (size_t m = 0; m < sys->gpus[i].nmig; m++)
+			if (mig_label(label, sizeof(label), &sys->gpus[i].mig[m]) > w)
+				w = strlen(label);
+	}
 	return (int)w;
 }
 
@@ -198,7 +209,7 @@ void cli_print_device(const struct vd_system *sys, struct vd_device_ref d, int n
 		const struct vd_mig *m = &gpu->mig[d.mig];
 		char label[64];
 
-		snprintf(label, sizeof(label), "MIG %s (gi %u ci %u)", m->profile, m->gi, m->ci);
+		mig_label(label, sizeof(label), m);
 		printf("GPU %u  %-*s  %s  %s\n", gpu->index, name_width, label, m->uuid,
 		       gpu->pci_bus_id);
 		return;

@@ -19,15 +19,6 @@ static const char usage[] =
 	"CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER.\n"
 	"\n" CLI_GLOBAL_USAGE;
 
-/* The cuda:N a device has under the resolution, or -1 when hidden. */
-static int cuda_number(const struct vd_resolution *res, unsigned gpu, int mig)
-{
-	for (size_t i = 0; i < res->ndevices; i++)
-		if (res->devices[i].gpu == gpu && res->devices[i].mig == mig)
-			return (int)i;
-	return -1;
-}
-
 static json_t *json_processes(const struct vd_gpu *gpu)
 {
 	json_t *a;
@@ -62,7 +53,7 @@ static json_t *json_gpu(const struct vd_system *sys, const struct vd_resolution 
 {
 	const struct vd_gpu *g = &sys->gpus[i];
 	unsigned f = g->fields;
-	int cuda = cuda_number(res, (unsigned)i, -1);
+	int cuda = vd_resolution_cuda(res, (struct vd_device_ref){ (unsigned)i, -1 });
 	json_t *o = json_object(), *mig = json_array();
 
 	json_object_set_new(o, "index", json_integer(g->index));
@@ -88,7 +79,7 @@ static json_t *json_gpu(const struct vd_system *sys, const struct vd_resolution 
 	json_object_set_new(o, "mig_mode", json_boolean(g->mig_mode));
 	for (size_t m = 0; m < g->nmig; m++) {
 		const struct vd_mig *mi = &g->mig[m];
-		int mc = cuda_number(res, (unsigned)i, (int)m);
+		int mc = vd_resolution_cuda(res, (struct vd_device_ref){ (unsigned)i, (int)m });
 		int known = mi->fields & VD_GPU_MEMORY;
 
 		json_array_append_new(
@@ -162,12 +153,18 @@ static void format_processes(char *buf, size_t n, const struct vd_gpu *g)
 		snprintf(buf + len, n - len, ", ...");
 }
 
-static void format_cuda(char *buf, size_t n, int cuda)
+/* "cuda:N", "dropped" (named, but the MIG rules leave it out) or "hidden". */
+static void format_cuda(char *buf, size_t n, const struct vd_resolution *res,
+			struct vd_device_ref d)
 {
-	if (cuda < 0)
-		snprintf(buf, n, "hidden");
-	else
+	int cuda = vd_resolution_cuda(res, d);
+
+	if (cuda >= 0)
 		snprintf(buf, n, "cuda:%d", cuda);
+	else if (vd_resolution_dropped(res, d))
+		snprintf(buf, n, "dropped");
+	else
+		snprintf(buf, n, "hidden");
 }
 
 /* One line under a device for each lease on it. */
@@ -198,9 +195,10 @@ static void print_table(const struct vd_system *sys, const struct vd_resolution 
 	       "UTIL", "TEMP", "POWER", "PROCESSES", "CUDA");
 	for (size_t i = 0; i < sys->ngpus; i++) {
 		const struct vd_gpu *g = &sys->gpus[i];
+		struct vd_device_ref ref = { (unsigned)i, -1 };
 		char mem[48], util[8], temp[8], power[16], procs[64], cuda[16];
 
-		format_cuda(cuda, sizeof(cuda), cuda_number(res, (unsigned)i, -1));
+		format_cuda(cuda, sizeof(cuda), res, ref);
 		if (g->lost) {
 			printf("%3u  %-*s  lost: fell off the bus, never chosen  %s\n", g->index, w,
 			       g->name[0] ? g->name : g->uuid, cuda);
@@ -216,7 +214,8 @@ static void print_table(const struct vd_system *sys, const struct vd_resolution 
 			 (g->power_mw + 500) / 1000);
 		format_processes(procs, sizeof(procs), g);
 		printf("%3u  %-*s  %-17s  %4s  %4s  %5s  %-20s  %s\n", g->index, w, g->name, mem,
-		       util, temp, power, procs, g->mig_mode && !g->nmig ? "MIG mode" : cuda);
+		       util, temp, power, procs,
+		       g->mig_mode && !vd_resolution_dropped(res, ref) ? "MIG mode" : cuda);
 		print_leases(leases, g->uuid);
 		for (size_t m = 0; m < g->nmig; m++) {
 			const struct vd_mig *mi = &g->mig[m];
@@ -226,12 +225,22 @@ static void print_table(const struct vd_system *sys, const struct vd_resolution 
 				 mi->ci);
 			format_memory(mem, sizeof(mem), mi->fields & VD_GPU_MEMORY,
 				      mi->memory_used_mib, mi->memory_total_mib);
-			format_cuda(cuda, sizeof(cuda), cuda_number(res, (unsigned)i, (int)m));
+			format_cuda(cuda, sizeof(cuda), res,
+				    (struct vd_device_ref){ (unsigned)i, (int)m });
 			printf("%3s  %-*s  %-17s  %4s  %4s  %5s  %-20s  %s\n", "", w, label, mem,
 			       "", "", "", mi->uuid, cuda);
 			print_leases(leases, mi->uuid);
 		}
 	}
+}
+
+/* Whether a GPU of sys is in MIG mode, so that CUDA's devices are not all GPUs. */
+static int system_has_mig(const struct vd_system *sys)
+{
+	for (size_t i = 0; i < sys->ngpus; i++)
+		if (sys->gpus[i].mig_mode)
+			return 1;
+	return 0;
 }
 
 /* One line on how the environment maps onto the GPUs. */
@@ -241,15 +250,21 @@ static void print_mapping(const struct vd_system *sys, const struct vd_resolutio
 	const char *order = getenv("CUDA_DEVICE_ORDER");
 
 	printf("\n");
-	if (!cvd)
+	if (!cvd && !res->ndropped)
 		printf("CUDA_VISIBLE_DEVICES is unset: CUDA sees all %zu GPUs", sys->ngpus);
+	else if (!cvd)
+		printf("CUDA_VISIBLE_DEVICES is unset: CUDA sees %zu of %zu devices", res->ndevices,
+		       res->ndevices + res->ndropped);
+	else if (system_has_mig(sys))
+		printf("CUDA_VISIBLE_DEVICES=%s: CUDA sees %zu device%s", cvd, res->ndevices,
+		       res->ndevices == 1 ? "" : "s");
 	else
 		printf("CUDA_VISIBLE_DEVICES=%s: CUDA sees %zu of %zu GPUs", cvd, res->ndevices,
 		       sys->ngpus);
 	printf(", numbered %s (CUDA_DEVICE_ORDER %s%s)\n",
 	       res->order == VD_ORDER_PCI ? "in PCI bus order, as above" : "fastest first",
 	       order ? "=" : "unset", order ? order : "");
-	if (cvd && (res->stop || res->duplicate))
+	if (res->ndropped || (cvd && (res->stop || res->duplicate)))
 		printf("'visdev map' explains how CUDA reads the value\n");
 }
 

@@ -3,6 +3,7 @@
  * CUDA_VISIBLE_DEVICES and shows cuda:N -> physical GPU, what was cut off
  * and why; translates logical and physical ids.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,10 +18,14 @@ static const char usage[] =
 	"                  [--physical LIST] [--json] [--demo | --fixture FILE | --nvml-lib PATH]\n"
 	"\n"
 	"Shows what CUDA makes of VALUE as CUDA_VISIBLE_DEVICES (default: the\n"
-	"environment's): which physical GPU each cuda:N is, which GPUs are hidden,\n"
-	"and where and why CUDA stopped reading the list.\n"
+	"environment's): which physical GPU each cuda:N is, which devices named it\n"
+	"does not enumerate (MIG) and why, which GPUs are hidden, and where and why\n"
+	"CUDA stopped reading the list.\n"
 	"\n"
-	"  VALUE              the value to read, instead of the environment's\n"
+	"  VALUE              the value to read, instead of the environment's; one that\n"
+	"                     starts with a dash and a digit is a value, not an option:\n"
+	"                     'visdev map -1' (TensorFlow's way to hide every GPU);\n"
+	"                     after '--', any value: 'visdev map -- -x'\n"
 	"  --unset            read the variable as unset\n"
 	"  --order ORDER      pci (CUDA_DEVICE_ORDER=PCI_BUS_ID) or fastest (the default);\n"
 	"                     without it, the environment's CUDA_DEVICE_ORDER\n"
@@ -39,13 +44,46 @@ struct map_args {
 	size_t nphysical;
 };
 
-/* The cuda:N of physical GPU index, or -1 when hidden. */
-static int cuda_of(const struct vd_resolution *res, unsigned index)
+/* Whether none of GPU g's devices is enumerated or even named: it is hidden. */
+static int is_hidden(const struct vd_resolution *res, unsigned g)
 {
 	for (size_t i = 0; i < res->ndevices; i++)
-		if (res->devices[i].gpu == index && res->devices[i].mig < 0)
-			return (int)i;
-	return -1;
+		if (res->devices[i].gpu == g)
+			return 0;
+	for (size_t i = 0; i < res->ndropped; i++)
+		if (res->dropped[i].device.gpu == g)
+			return 0;
+	return 1;
+}
+
+/* Plain words for why CUDA does not enumerate a device that was named. */
+static void drop_words(char *buf, size_t n, const struct vd_system *sys, const struct vd_dropped *d)
+{
+	const char *driver = sys->driver_version[0] ? sys->driver_version : "(unknown)";
+
+	switch (d->reason) {
+	case VD_DROP_MIG_EMPTY:
+		snprintf(buf, n, "in MIG mode without MIG devices: nothing of it for CUDA to use");
+		break;
+	case VD_DROP_ONE_MIG:
+		snprintf(buf, n,
+			 "driver %s lets a process use one MIG device in all: CUDA takes "
+			 "the first",
+			 driver);
+		break;
+	case VD_DROP_BESIDE_MIG:
+		snprintf(buf, n, "driver %s enumerates no whole GPU beside a MIG device", driver);
+		break;
+	case VD_DROP_SAME_GI:
+		snprintf(buf, n,
+			 "driver %s lets a process use one compute instance per GPU "
+			 "instance: CUDA takes the first of gi %u",
+			 driver, sys->gpus[d->device.gpu].mig[d->device.mig].gi);
+		break;
+	case VD_DROP_NONE:
+		buf[0] = '\0';
+		break;
+	}
 }
 
 /* Plain words for why the list stopped at the element it did. */
@@ -110,6 +148,7 @@ static int print_json(const struct vd_system *sys, const struct vd_resolution *r
 		      const struct map_args *a, const char *value)
 {
 	json_t *root = json_object(), *devs = json_array(), *hidden = json_array();
+	json_t *dropped = json_array();
 	char **notes = NULL;
 	size_t nnotes = 0;
 
@@ -119,13 +158,28 @@ static int print_json(const struct vd_system *sys, const struct vd_resolution *r
 		json_object_set_new(d, "cuda", json_integer((json_int_t)i));
 		json_array_append_new(devs, d);
 	}
+	for (size_t i = 0; i < res->ndropped; i++) {
+		const struct vd_dropped *dr = &res->dropped[i];
+		json_t *d = cli_json_device(sys, dr->device);
+		char why[256];
+
+		drop_words(why, sizeof(why), sys, dr);
+		json_object_set_new(d, "position",
+				    dr->position == VD_NO_POSITION ?
+					    json_null() :
+					    json_integer((json_int_t)dr->position));
+		json_object_set_new(d, "reason", json_string(vd_drop_reason_name(dr->reason)));
+		json_object_set_new(d, "why", json_string(why));
+		json_array_append_new(dropped, d);
+	}
 	for (unsigned g = 0; g < sys->ngpus; g++)
-		if (cuda_of(res, g) < 0)
+		if (is_hidden(res, g))
 			json_array_append_new(hidden, json_integer(g));
 	json_object_set_new(root, "value", value ? cli_json_str(value) : json_null());
 	json_object_set_new(root, "order", json_string(vd_order_name(res->order)));
 	json_object_set_new(root, "order_assumed", json_boolean(res->order_assumed));
 	json_object_set_new(root, "devices", devs);
+	json_object_set_new(root, "not_enumerated", dropped);
 	json_object_set_new(root, "hidden", hidden);
 	json_object_set_new(root, "stop", json_stop(res));
 	json_object_set_new(root, "duplicate",
@@ -162,11 +216,21 @@ static int print_json(const struct vd_system *sys, const struct vd_resolution *r
 		json_t *p = json_array();
 
 		for (size_t i = 0; i < a->nphysical; i++) {
-			int c = cuda_of(res, a->physical[i]);
+			unsigned g = a->physical[i];
+			int c = vd_resolution_cuda(res, (struct vd_device_ref){ g, -1 });
+			json_t *mig = json_array();
 
-			json_array_append_new(p, json_pack("{s:i, s:o}", "index",
-							   (int)a->physical[i], "cuda",
-							   c < 0 ? json_null() : json_integer(c)));
+			for (size_t m = 0; m < sys->gpus[g].nmig; m++) {
+				int mc = vd_resolution_cuda(res,
+							    (struct vd_device_ref){ g, (int)m });
+
+				if (mc >= 0)
+					json_array_append_new(mig, json_integer(mc));
+			}
+			json_array_append_new(p,
+					      json_pack("{s:i, s:o, s:o}", "index", (int)g, "cuda",
+							c < 0 ? json_null() : json_integer(c),
+							"mig_cuda", mig));
 		}
 		json_object_set_new(root, "physical", p);
 	}
@@ -176,8 +240,14 @@ static int print_json(const struct vd_system *sys, const struct vd_resolution *r
 /* The explanation for people: what CUDA saw in the value, in plain words. */
 static void print_explanation(const struct vd_resolution *res, const char *value)
 {
-	if (!value) {
+	if (!value && !res->ndropped) {
 		printf("CUDA_VISIBLE_DEVICES is unset: CUDA sees every GPU\n");
+		return;
+	}
+	if (!value) {
+		printf("CUDA_VISIBLE_DEVICES is unset: CUDA sees %zu device%s, not all %zu there "
+		       "are (the MIG rules above)\n",
+		       res->ndevices, res->ndevices == 1 ? "" : "s", res->ndevices + res->ndropped);
 		return;
 	}
 	if (!*value) {
@@ -223,6 +293,32 @@ static void print_container(const struct vd_system *sys, const char *value, int 
 	vd_container_view_free(v);
 }
 
+/* What CUDA calls physical GPU g, or why it does not see it. */
+static void print_physical(const struct vd_system *sys, const struct vd_resolution *res, unsigned g)
+{
+	int c = vd_resolution_cuda(res, (struct vd_device_ref){ g, -1 }), said = 0;
+
+	if (c >= 0) {
+		printf("GPU %u is cuda:%d\n", g, c);
+		return;
+	}
+	for (size_t m = 0; m < sys->gpus[g].nmig; m++) {
+		int mc = vd_resolution_cuda(res, (struct vd_device_ref){ g, (int)m });
+
+		if (mc >= 0 && !said++)
+			printf("GPU %u is in MIG mode: ", g);
+		if (mc >= 0)
+			printf("%sits MIG device %s is cuda:%d", said > 1 ? "; " : "",
+			       sys->gpus[g].mig[m].uuid, mc);
+	}
+	if (said)
+		printf("\n");
+	else if (is_hidden(res, g))
+		printf("GPU %u is hidden: CUDA does not see it\n", g);
+	else
+		printf("GPU %u is not enumerated by CUDA: see 'dropped' above\n", g);
+}
+
 static int print_text(const struct vd_system *sys, const struct vd_resolution *res,
 		      const struct map_args *a, const char *value)
 {
@@ -242,8 +338,19 @@ static int print_text(const struct vd_system *sys, const struct vd_resolution *r
 		printf("cuda:%zu -> ", i);
 		cli_print_device(sys, res->devices[i], w);
 	}
+	for (size_t i = 0; i < res->ndropped; i++) {
+		char why[256];
+
+		drop_words(why, sizeof(why), sys, &res->dropped[i]);
+		printf("%s", i ? "          " : "dropped:  ");
+		cli_print_device(sys, res->dropped[i].device, w);
+		if (res->dropped[i].position == VD_NO_POSITION)
+			printf("            %s\n", why);
+		else
+			printf("            element %zu: %s\n", res->dropped[i].position + 1, why);
+	}
 	for (unsigned g = 0; g < sys->ngpus; g++) {
-		if (cuda_of(res, g) >= 0)
+		if (!is_hidden(res, g))
 			continue;
 		printf("%s", hidden++ ? "          " : "hidden:   ");
 		cli_print_device(sys, (struct vd_device_ref){ g, -1 }, w);
@@ -268,15 +375,53 @@ static int print_text(const struct vd_system *sys, const struct vd_resolution *r
 		printf("cuda:%u is ", n);
 		cli_print_device(sys, res->devices[n], w);
 	}
-	for (size_t i = 0; i < a->nphysical; i++) {
-		int c = cuda_of(res, a->physical[i]);
-
-		if (c < 0)
-			printf("GPU %u is hidden: CUDA does not see it\n", a->physical[i]);
-		else
-			printf("GPU %u is cuda:%d\n", a->physical[i], c);
-	}
+	for (size_t i = 0; i < a->nphysical; i++)
+		print_physical(sys, res, a->physical[i]);
 	return rc;
+}
+
+/* Whether argument arg is an option of options written so that its value is the next argument. */
+static int value_follows(const char *arg, const struct option *options)
+{
+	size_t len = strlen(arg + 2);
+
+	if (strncmp(arg, "--", 2) || !len || strchr(arg, '='))
+		return 0;
+	/* getopt_long takes unambiguous abbreviations: --ord for --order */
+	for (const struct option *o = options; o->name; o++)
+		if (o->has_arg == required_argument && !strncmp(o->name, arg + 2, len))
+			return 1;
+	return 0;
+}
+
+/*
+ * Takes out of argv the VALUE that starts with a dash and a digit ("-1",
+ * "-0"), which getopt would read as options: no option of map looks like
+ * that. An option's separate argument and what follows "--" stay.
+ * Returns -1 to go on, or EXIT_USAGE after saying why.
+ */
+static int take_dash_value(struct map_args *a, int *argc, char **argv, const struct option *options)
+{
+	for (int i = 1; i < *argc && strcmp(argv[i], "--"); i++) {
+		if (value_follows(argv[i], options)) {
+			i++;
+			continue;
+		}
+		if (argv[i][0] != '-' || !isdigit((unsigned char)argv[i][1]))
+			continue;
+		if (a->have_value) {
+			cli_error("map takes one value; quote it if it has blanks or commas ('%s' "
+				  "is extra)",
+				  argv[i]);
+			return EXIT_USAGE;
+		}
+		a->have_value = 1;
+		a->value = argv[i];
+		memmove(&argv[i], &argv[i + 1], (size_t)(*argc - i) * sizeof(*argv));
+		(*argc)--;
+		i--;
+	}
+	return -1;
 }
 
 /* Reads the command line into a; returns -1 to go on, or an exit code. */
@@ -297,6 +442,8 @@ static int parse_args(struct map_args *a, struct cli_globals *g, int argc, char 
 	};
 	int opt;
 
+	if (take_dash_value(a, &argc, argv, options) >= 0)
+		return cli_usage_error(usage);
 	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
 		switch (opt) {
 		case OPT_UNSET:
@@ -330,10 +477,10 @@ static int parse_args(struct map_args *a, struct cli_globals *g, int argc, char 
 	}
 	if (cli_wants_help(g, usage))
 		return EXIT_OK;
-	if (argc - optind > 1) {
+	if (argc - optind > (a->have_value ? 0 : 1)) {
 		cli_error("map takes one value; quote it if it has blanks or commas ('%s' is "
 			  "extra)",
-			  argv[optind + 1]);
+			  argv[argc - 1]);
 		return cli_usage_error(usage);
 	}
 	if (optind < argc) {

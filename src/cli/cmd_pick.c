@@ -46,12 +46,12 @@ static int print_json(const struct vd_system *sys, const struct vd_choice *choic
 	json_t *devs = json_array(), *reasons = json_array(), *env = json_null();
 
 	for (size_t i = 0; value && choice && i < choice->ndevices; i++) {
-		const struct vd_gpu *g = &sys->gpus[choice->devices[i].gpu];
+		int64_t free_mib = vd_device_memory_free_mib(sys, choice->devices[i]);
 		json_t *d = cli_json_device(sys, choice->devices[i]);
 
-		json_object_set_new(
-			d, "memory_free_mib",
-			cli_json_known_int(g->fields & VD_GPU_MEMORY, vd_gpu_memory_free_mib(g)));
+		/* a MIG instance's own memory, never its GPU's */
+		json_object_set_new(d, "memory_free_mib",
+				    cli_json_known_int(free_mib >= 0, free_mib));
 		json_array_append_new(devs, d);
 	}
 	for (size_t i = 0; choice && i < choice->nreasons; i++)

@@ -70,6 +70,16 @@ int system_new(struct vd_system **out, size_t ngpus);
  */
 #define MIG_PER_GI_MAJOR 570
 
+/*
+ * Why CUDA would not enumerate device b in a process that enumerates a,
+ * under sys's driver (VD_DROP_NONE: it enumerates both). See vd_drop_reason.
+ */
+enum vd_drop_reason visible_conflict(const struct vd_system *sys, struct vd_device_ref a,
+				     struct vd_device_ref b);
+
+/* The GPU- or MIG- UUID of a device of sys. */
+const char *system_device_uuid(const struct vd_system *sys, struct vd_device_ref d);
+
 /* The driver's major version ("550.54.15" is 550), or 0 when unknown. */
 unsigned system_driver_major(const struct vd_system *sys);
 

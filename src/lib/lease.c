@@ -189,13 +189,6 @@ static void lock_name(char *out, size_t n, const char *uuid)
 			*p = '_';
 }
 
-static const char *device_uuid(const struct vd_system *sys, struct vd_device_ref d)
-{
-	const struct vd_gpu *g = &sys->gpus[d.gpu];
-
-	return d.mig >= 0 ? g->mig[d.mig].uuid : g->uuid;
-}
-
 /* A string member of a record, or def when missing. */
 static const char *record_string(json_t *rec, const char *key, const char *def)
 {
@@ -456,7 +449,8 @@ static json_t *record_new(const struct vd_system *sys, const struct vd_lease *le
 	vd_utf8_copy(user, pw ? pw->pw_name : "?", sizeof(user));
 
 	for (size_t i = 0; i < lease->ndevices; i++)
-		json_array_append_new(uuids, json_string(device_uuid(sys, lease->devices[i])));
+		json_array_append_new(uuids,
+				      json_string(system_device_uuid(sys, lease->devices[i])));
 	return json_pack("{s:o, s:s, s:I, s:I, s:s, s:I, s:I, s:s, s:I}", "uuids", uuids, "mode",
 			 opts->mem_mib ? "shared" : "exclusive", "mem_mib",
 			 (json_int_t)opts->mem_mib, "uid", (json_int_t)geteuid(), "user", user,
@@ -560,7 +554,7 @@ static int lock_choice(struct vd_lease *l, struct vd_leases *leases, const struc
 	if (!l->devices || !l->lock_fds)
 		return error_set(VD_ENOMEM, "out of memory");
 	for (size_t i = 0; i < choice->ndevices; i++) {
-		const char *uuid = device_uuid(sys, choice->devices[i]);
+		const char *uuid = system_device_uuid(sys, choice->devices[i]);
 		char name[VD_UUID_MAX + 8];
 		int fd;
 

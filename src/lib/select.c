@@ -12,8 +12,8 @@
  *
  * A unit fits when, in this order (the first problem found is its reason):
  * - the parent made it visible: with CUDA_VISIBLE_DEVICES unset every unit
- *   is; set, only the devices it resolves to, where a whole GPU (named by
- *   ordinal or GPU- UUID) stands for its MIG instances too;
+ *   is; set, only the devices it names, enumerated or not (a GPU in MIG
+ *   mode named whole names its MIG instances);
  * - it has not fallen off the bus;
  * - its GPU is not excluded (excluding a GPU excludes its MIG instances);
  * - (a GPU in MIG mode without MIG instances: never, and it says so);
@@ -49,7 +49,8 @@
  * summed over the set (unknowns counted first, as above), and the members'
  * indices, lowest first. A set is only valid if CUDA will use all of it:
  * before driver R570 (or with the driver unknown) a process can use one
- * MIG device in all, from R570 one per GPU instance.
+ * MIG device in all and no whole GPU beside it, from R570 one per GPU
+ * instance (the engine's rule, visible_conflict()).
  *
  * Search. Every n-subset of the k fitting units is weighed while C(k, n) is
  * at most SUBSET_LIMIT. Beyond that, a greedy search: from each fitting
@@ -129,7 +130,6 @@ struct search {
 	struct unit *units;
 	size_t nunits;
 	unsigned char *levels; /* ngpus * ngpus link levels */
-	int mig_per_gi;	       /* the driver allows one MIG device per GPU instance */
 };
 
 /* ---- facts about one unit ----------------------------------------------- */
@@ -139,16 +139,26 @@ static int64_t sat_add(int64_t a, int64_t b)
 	return a > INT64_MAX - b ? INT64_MAX : a + b;
 }
 
+static int names_unit(struct vd_device_ref d, const struct unit *u)
+{
+	return d.gpu == u->ref.gpu && (d.mig < 0 || d.mig == u->ref.mig);
+}
+
+/*
+ * Whether the parent's value gave the unit to this process: it names it,
+ * whether or not CUDA enumerates it beside the others (a child given it
+ * alone sees it).
+ */
 static int is_visible(const struct vd_resolution *parent, const struct unit *u)
 {
 	if (!parent || !parent->set)
 		return 1;
-	for (size_t i = 0; i < parent->ndevices; i++) {
-		const struct vd_device_ref *d = &parent->devices[i];
-
-		if (d->gpu == u->ref.gpu && (d->mig < 0 || d->mig == u->ref.mig))
+	for (size_t i = 0; i < parent->ndevices; i++)
+		if (names_unit(parent->devices[i], u))
 			return 1;
-	}
+	for (size_t i = 0; i < parent->ndropped; i++)
+		if (names_unit(parent->dropped[i].device, u))
+			return 1;
 	return 0;
 }
 
@@ -230,24 +240,12 @@ static void read_processes(struct unit *u, const struct vd_leases *leases)
 	}
 }
 
-static int64_t nvml_free_mib(const struct unit *u)
-{
-	if (!u->mig)
-		return vd_gpu_memory_free_mib(u->gpu);
-	if (!(u->mig->fields & VD_GPU_MEMORY))
-		return -1;
-	if (u->mig->memory_used_mib >= u->mig->memory_total_mib)
-		return 0;
-	return (int64_t)(u->mig->memory_total_mib - u->mig->memory_used_mib);
-}
-
 /* The memory a request needs on each unit, 0 for none. */
 static uint64_t needed_mib(const struct vd_select_options *opts)
 {
 	return opts->mem_mib > opts->min_free_mib ? opts->mem_mib : opts->min_free_mib;
 }
 
-/* Weighs one unit against the request: sets its facts and its first problem. */
 /*
  * Whether a unit could fit some day, when leases end and loads change: not
  * hidden, lost, excluded or of another model, and with enough memory in all.
@@ -263,7 +261,8 @@ static int could_ever_fit(const struct unit *u, const struct vd_select_options *
 	return !known || total >= want;
 }
 
-static void weigh(struct unit *u, const struct vd_leases *leases,
+/* Weighs one unit against the request: sets its facts and its first problem. */
+static void weigh(struct unit *u, const struct vd_system *sys, const struct vd_leases *leases,
 		  const struct vd_resolution *parent, const struct vd_select_options *opts)
 {
 	int shared = opts->mem_mib > 0;
@@ -273,7 +272,7 @@ static void weigh(struct unit *u, const struct vd_leases *leases,
 	read_leases(u, leases);
 	read_processes(u, leases);
 	u->util = (u->gpu->fields & VD_GPU_UTILIZATION) ? (int)u->gpu->utilization_gpu : -1;
-	nvml_free = nvml_free_mib(u);
+	nvml_free = vd_device_memory_free_mib(sys, u->ref);
 	if (nvml_free < 0)
 		u->free_mib = -1;
 	else
@@ -542,21 +541,15 @@ static int size_cmp(const void *pa, const void *pb)
 	return a < b ? -1 : a > b;
 }
 
-/* Whether CUDA will use u together with the n members already chosen. */
+/* Whether CUDA will use u together with the n members already chosen, all of them. */
 static int can_join(const struct search *s, const size_t *members, size_t n, size_t u)
 {
-	const struct unit *nu = &s->units[u];
+	struct vd_device_ref d = s->units[u].ref;
 
-	if (!nu->mig)
-		return 1;
 	for (size_t i = 0; i < n; i++) {
-		const struct unit *m = &s->units[members[i]];
+		struct vd_device_ref m = s->units[members[i]].ref;
 
-		if (!m->mig)
-			continue;
-		if (!s->mig_per_gi)
-			return 0;
-		if (m->ref.gpu == nu->ref.gpu && m->mig->gi == nu->mig->gi)
+		if (visible_conflict(s->sys, m, d) || visible_conflict(s->sys, d, m))
 			return 0;
 	}
 	return 1;
@@ -751,8 +744,10 @@ static int add_shortfall(struct vd_choice *choice, const struct search *s, const
 	for (size_t i = 0; i < k; i++)
 		if (s->units[fit[i]].mig)
 			what = "device";
-	if (k >= n && !s->mig_per_gi)
-		snprintf(why, sizeof(why), ": a process can use only one MIG device with driver %s",
+	if (k >= n && system_driver_major(s->sys) < MIG_PER_GI_MAJOR)
+		snprintf(why, sizeof(why),
+			 ": a process can use only one MIG device, and no whole GPU beside it, "
+			 "with driver %s",
 			 s->sys->driver_version[0] ? s->sys->driver_version : "(unknown)");
 	else if (k >= n)
 		snprintf(why, sizeof(why),
@@ -790,7 +785,6 @@ int vd_select(struct vd_choice **out, const struct vd_system *sys, const struct 
 		err = link_table(&s);
 	if (err)
 		goto out;
-	s.mig_per_gi = system_driver_major(sys) >= MIG_PER_GI_MAJOR;
 	fit = malloc((s.nunits ? s.nunits : 1) * sizeof(*fit));
 	order = malloc((s.nunits ? s.nunits : 1) * sizeof(*order));
 	if (!fit || !order) {
@@ -798,7 +792,7 @@ int vd_select(struct vd_choice **out, const struct vd_system *sys, const struct 
 		goto out;
 	}
 	for (size_t i = 0; i < s.nunits; i++) {
-		weigh(&s.units[i], leases, parent, opts);
+		weigh(&s.units[i], sys, leases, parent, opts);
 		if (s.units[i].problem == FITS)
 			fit[k++] = i;
 		else if ((err = add_reason(choice, &s.units[i], opts)))

@@ -98,6 +98,28 @@ int64_t vd_gpu_memory_free_mib(const struct vd_gpu *gpu)
 	return (int64_t)(gpu->memory_total_mib - gpu->memory_used_mib);
 }
 
+const char *system_device_uuid(const struct vd_system *sys, struct vd_device_ref d)
+{
+	const struct vd_gpu *g = &sys->gpus[d.gpu];
+
+	return d.mig >= 0 ? g->mig[d.mig].uuid : g->uuid;
+}
+
+int64_t vd_device_memory_free_mib(const struct vd_system *sys, struct vd_device_ref d)
+{
+	const struct vd_gpu *gpu = &sys->gpus[d.gpu];
+	const struct vd_mig *m;
+
+	if (d.mig < 0)
+		return vd_gpu_memory_free_mib(gpu);
+	m = &gpu->mig[d.mig];
+	if (!(m->fields & VD_GPU_MEMORY))
+		return -1;
+	if (m->memory_used_mib >= m->memory_total_mib)
+		return 0;
+	return (int64_t)(m->memory_total_mib - m->memory_used_mib);
+}
+
 int vd_system_fastest_known(const struct vd_system *sys)
 {
 	for (size_t i = 0; i < sys->ngpus; i++)

@@ -178,106 +178,183 @@ static int stop_at(struct vd_resolution *res, enum vd_stop_reason reason, size_t
 	return res->stop_token ? 0 : error_set(VD_ENOMEM, "out of memory");
 }
 
-/* Warnings about what CUDA will do with the devices the value names. */
-static int explain_devices(struct vd_resolution *res, const struct vd_system *sys)
+/* The devices a value names, before CUDA's MIG rules: each with the element naming it. */
+struct named {
+	struct vd_device_ref *devs;
+	size_t *positions;
+	size_t n;
+};
+
+const char *vd_drop_reason_name(enum vd_drop_reason reason)
 {
-	size_t nmig = 0, ninstances = 0;
+	static const char *const names[] = {
+		NULL, "mig-empty", "one-mig", "beside-mig", "same-gpu-instance",
+	};
+
+	if ((unsigned)reason >= ARRAY_SIZE(names))
+		return NULL;
+	return names[reason];
+}
+
+/*
+ * The MIG rules of NVIDIA's MIG User Guide ("CUDA Device Enumeration"):
+ * before R570 a process enumerates one MIG device in all, and once it
+ * enumerates one, no whole GPU; from R570, one compute instance per GPU
+ * instance. The guide does not say whether whole GPUs still give way to a
+ * MIG device from R570 on; it lifts the one-device limit, so the reading
+ * taken here is that they do not (unverified until tests/gpu/check meets a
+ * mixed R570 machine). An unknown driver gets the older, stricter rule.
+ */
+enum vd_drop_reason visible_conflict(const struct vd_system *sys, struct vd_device_ref a,
+				     struct vd_device_ref b)
+{
+	if (a.mig < 0 && b.mig < 0)
+		return VD_DROP_NONE;
+	if (system_driver_major(sys) < MIG_PER_GI_MAJOR)
+		return a.mig >= 0 && b.mig >= 0 ? VD_DROP_ONE_MIG : VD_DROP_BESIDE_MIG;
+	if (a.mig >= 0 && b.mig >= 0 && a.gpu == b.gpu &&
+	    sys->gpus[a.gpu].mig[a.mig].gi == sys->gpus[b.gpu].mig[b.mig].gi)
+		return VD_DROP_SAME_GI;
+	return VD_DROP_NONE;
+}
+
+/* Adds a device to the candidates, once: a MIG device named on its own and through its GPU. */
+static void add_candidate(struct vd_dropped *cand, size_t *n, struct vd_device_ref d, size_t pos)
+{
+	for (size_t j = 0; j < *n; j++)
+		if (same_device(cand[j].device, d))
+			return;
+	cand[(*n)++] = (struct vd_dropped){ d, VD_DROP_NONE, pos };
+}
+
+/*
+ * From the devices named, what CUDA enumerates and what it drops. A GPU in
+ * MIG mode stands for its MIG devices, in the order the driver lists them:
+ * so it is with the variable unset, and a GPU named whole is taken the same
+ * way (the guide says neither how CUDA reads such a name nor in which order
+ * it takes one GPU's MIG devices: both unverified). Then the MIG rules keep,
+ * of each conflicting pair, the MIG device named first, and MIG devices
+ * over whole GPUs.
+ */
+static int enumerate(struct vd_resolution *res, const struct vd_system *sys,
+		     const struct named *named)
+{
+	struct vd_dropped *cand;
+	size_t ncand = 0, cap = 1;
+	int err = 0;
+
+	for (size_t i = 0; i < named->n; i++)
+		cap += sys->gpus[named->devs[i].gpu].nmig + 1;
+	cand = calloc(cap, sizeof(*cand));
+	res->devices = calloc(cap, sizeof(*res->devices));
+	res->dropped = calloc(cap, sizeof(*res->dropped));
+	if (!cand || !res->devices || !res->dropped) {
+		err = error_set(VD_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < named->n; i++) {
+		struct vd_device_ref d = named->devs[i];
+		const struct vd_gpu *gpu = &sys->gpus[d.gpu];
+		size_t pos = named->positions[i];
+
+		if (d.mig >= 0 || !gpu->mig_mode) {
+			add_candidate(cand, &ncand, d, pos);
+			continue;
+		}
+		if (!gpu->nmig)
+			cand[ncand++] = (struct vd_dropped){ d, VD_DROP_MIG_EMPTY, pos };
+		for (d.mig = 0; (size_t)d.mig < gpu->nmig; d.mig++)
+			add_candidate(cand, &ncand, d, pos);
+	}
+	/* MIG devices against the MIG devices kept before them, then whole GPUs against those */
+	for (int whole = 0; whole < 2; whole++)
+		for (size_t i = 0; i < ncand; i++) {
+			if ((cand[i].device.mig < 0) != whole || cand[i].reason)
+				continue;
+			for (size_t j = 0; j < ncand && !cand[i].reason; j++)
+				if (cand[j].device.mig >= 0 && !cand[j].reason && (whole || j < i))
+					cand[i].reason = visible_conflict(sys, cand[j].device,
+									  cand[i].device);
+		}
+	for (size_t i = 0; i < ncand; i++) {
+		if (cand[i].reason)
+			res->dropped[res->ndropped++] = cand[i];
+		else
+			res->devices[res->ndevices++] = cand[i].device;
+	}
+out:
+	free(cand);
+	return err;
+}
+
+/* Notes on what CUDA does with the devices named other than the value meant. */
+static int explain_devices(struct vd_resolution *res, const struct vd_system *sys,
+			   const struct named *named)
+{
 	unsigned major = system_driver_major(sys);
-	int err;
+	size_t nmig = 0;
+	int err = 0;
 
-	for (size_t i = 0; i < res->ndevices; i++) {
-		const struct vd_device_ref *d = &res->devices[i];
-		const struct vd_gpu *gpu = &sys->gpus[d->gpu];
-
-		if (gpu->lost) {
+	for (size_t i = 0; i < res->ndevices && !err; i++)
+		if (sys->gpus[res->devices[i].gpu].lost)
 			err = strings_push(&res->warnings, &res->nwarnings,
 					   "GPU %u has fallen off the bus: CUDA cannot use it as "
 					   "cuda:%zu",
-					   gpu->index, i);
-			if (err)
-				return err;
-		}
-		if (d->mig < 0 && gpu->mig_mode) {
-			err = strings_push(
-				&res->warnings, &res->nwarnings,
-				"GPU %u is in MIG mode: CUDA cannot use it whole; name one "
-				"of its MIG devices by its MIG- UUID",
-				gpu->index);
-			if (err)
-				return err;
-		}
-		if (d->mig < 0)
-			continue;
-		nmig++;
-		/* a new GPU instance: no earlier MIG device shares its GPU and gi */
-		size_t j;
-		for (j = 0; j < i; j++) {
-			const struct vd_device_ref *e = &res->devices[j];
+					   res->devices[i].gpu, i);
+	for (size_t i = 0; res->set && i < named->n && !err; i++) {
+		const struct vd_gpu *gpu = &sys->gpus[named->devs[i].gpu];
 
-			if (e->mig >= 0 && e->gpu == d->gpu &&
-			    sys->gpus[e->gpu].mig[e->mig].gi == gpu->mig[d->mig].gi)
-				break;
-		}
-		if (j == i)
-			ninstances++;
+		if (named->devs[i].mig < 0 && gpu->mig_mode && gpu->nmig)
+			err = strings_push(&res->warnings, &res->nwarnings,
+					   "GPU %u is in MIG mode: CUDA cannot use it whole, and "
+					   "is taken to see its MIG devices instead; name one by "
+					   "its MIG- UUID to be sure",
+					   gpu->index);
 	}
-	if (nmig < 2)
-		return 0;
-	if (major >= MIG_PER_GI_MAJOR) {
-		if (nmig > ninstances) {
-			res->mig_limit = ninstances;
-			return strings_push(
-				&res->warnings, &res->nwarnings,
-				"driver %s lets a process use one MIG device per GPU "
-				"instance: %zu of the %zu MIG devices listed are usable",
-				sys->driver_version, ninstances, nmig);
-		}
-		return 0;
-	}
-	res->mig_limit = 1;
+	for (size_t i = 0; i < res->ndropped; i++)
+		nmig += res->dropped[i].reason != VD_DROP_MIG_EMPTY;
+	if (err || !nmig)
+		return err;
+	if (major >= MIG_PER_GI_MAJOR)
+		return strings_push(&res->warnings, &res->nwarnings,
+				    "driver %s lets a process use one compute instance per GPU "
+				    "instance: CUDA enumerates %zu of the %zu devices %s",
+				    sys->driver_version, res->ndevices, res->ndevices + nmig,
+				    res->set ? "named" : "there are");
 	return strings_push(&res->warnings, &res->nwarnings,
-			    "driver %s lets a process use one MIG device in all (one per GPU "
-			    "instance from R%d): CUDA uses only the first MIG device listed",
-			    major ? sys->driver_version : "(unknown)", MIG_PER_GI_MAJOR);
+			    "driver %s lets a process use one MIG device in all, and no whole "
+			    "GPU beside it (one per GPU instance from R%d): CUDA enumerates "
+			    "%zu of the %zu devices %s",
+			    major ? sys->driver_version : "(unknown)", MIG_PER_GI_MAJOR,
+			    res->ndevices, res->ndevices + nmig, res->set ? "named" : "there are");
 }
 
-/* Adds one device to the result, or reports a duplicate. Returns 1 on a duplicate. */
-static int add_device(struct vd_resolution *res, size_t *positions, struct vd_device_ref d,
-		      size_t pos)
+/* Adds one device to those named, or reports a duplicate. Returns 1 on a duplicate. */
+static int add_named(struct vd_resolution *res, struct named *named, struct vd_device_ref d,
+		     size_t pos)
 {
-	for (size_t i = 0; i < res->ndevices; i++) {
-		if (same_device(res->devices[i], d)) {
+	for (size_t i = 0; i < named->n; i++) {
+		if (same_device(named->devs[i], d)) {
 			res->duplicate = 1;
-			res->duplicate_first = positions[i];
+			res->duplicate_first = named->positions[i];
 			res->duplicate_position = pos;
 			return 1;
 		}
 	}
-	positions[res->ndevices] = pos;
-	res->devices[res->ndevices++] = d;
+	named->positions[named->n] = pos;
+	named->devs[named->n++] = d;
 	return 0;
 }
 
-/* Walks the elements of a set value, filling devices until the list ends. */
-static int resolve_list(struct vd_resolution *res, const struct vd_system *sys,
+/* Walks the elements of a set value, naming devices until the list ends. */
+static int resolve_list(struct vd_resolution *res, struct named *named, const struct vd_system *sys,
 			const unsigned *order, const char *value)
 {
-	size_t cap = 1, pos = 0;
-	size_t *positions;
+	size_t pos = 0;
 	const char *s = value;
 	int err = 0;
 
-	for (const char *p = value; *p; p++)
-		cap += *p == ',';
-	res->nelements = cap;
-	res->devices = calloc(cap, sizeof(*res->devices));
-	positions = calloc(cap, sizeof(*positions));
-	if (!res->devices || !positions) {
-		err = error_set(VD_ENOMEM, "out of memory");
-		goto out;
-	}
 	res->uuid_form = is_uuid_element(value, strlen(value));
-
 	for (;; pos++) {
 		const char *comma = strchr(s, ',');
 		size_t len = comma ? (size_t)(comma - s) : strlen(s);
@@ -314,24 +391,22 @@ static int resolve_list(struct vd_resolution *res, const struct vd_system *sys,
 			}
 			d = (struct vd_device_ref){ order[ordinal], -1 };
 		}
-		if (add_device(res, positions, d, pos)) {
-			res->ndevices = 0;
+		if (add_named(res, named, d, pos)) {
+			named->n = 0;
 			break;
 		}
 		if (!comma)
 			break;
 		s = comma + 1;
 	}
-out:
-	free(positions);
 	return err;
 }
 
 /* Says when ordinals mean other GPUs to CUDA than to nvidia-smi. */
 static int explain_order(struct vd_resolution *res, const struct vd_system *sys,
-			 const unsigned *order)
+			 const unsigned *order, const struct named *named)
 {
-	int counted = res->set && !res->uuid_form && res->ndevices;
+	int counted = res->set && !res->uuid_form && named->n;
 
 	if (res->order_assumed && (counted || (!res->set && sys->ngpus > 1)))
 		return strings_push(
@@ -341,14 +416,12 @@ static int explain_order(struct vd_resolution *res, const struct vd_system *sys,
 			"set CUDA_DEVICE_ORDER=PCI_BUS_ID to make it so");
 	if (res->order != VD_ORDER_FASTEST || res->order_assumed || (res->set && res->uuid_form))
 		return 0;
-	/* the first ordinal the value uses (every one when unset) that nvidia-smi reads otherwise
-	 */
-	for (size_t i = 0; i < (res->set ? res->ndevices : sys->ngpus); i++) {
-		size_t k = i;
+	/* the first ordinal named (every one when unset) that nvidia-smi reads otherwise */
+	for (size_t i = 0; i < named->n; i++) {
+		size_t k;
 
-		if (res->set)
-			for (k = 0; order[k] != res->devices[i].gpu; k++)
-				;
+		for (k = 0; order[k] != named->devs[i].gpu; k++)
+			;
 		if (order[k] != k)
 			return strings_push(
 				&res->warnings, &res->nwarnings,
@@ -365,40 +438,53 @@ int vd_visible_resolve(struct vd_resolution **out, const struct vd_system *sys, 
 		       enum vd_order order)
 {
 	struct vd_resolution *res;
+	struct named named = { 0 };
 	unsigned *idx = NULL;
+	size_t cap = sys->ngpus + 1;
 	int err;
 
 	*out = NULL;
 	res = calloc(1, sizeof(*res));
 	if (!res)
 		return error_set(VD_ENOMEM, "out of memory");
+	res->set = value != NULL;
 	res->order = order;
 	res->order_assumed =
 		order == VD_ORDER_FASTEST && sys->ngpus > 1 && !vd_system_fastest_known(sys);
 	err = enumeration_order(&idx, sys, order);
 	if (err)
 		goto out;
-
-	if (!value) {
-		res->devices = calloc(sys->ngpus ? sys->ngpus : 1, sizeof(*res->devices));
-		if (!res->devices) {
-			err = error_set(VD_ENOMEM, "out of memory");
-			goto out;
-		}
-		for (size_t k = 0; k < sys->ngpus; k++)
-			res->devices[k] = (struct vd_device_ref){ idx[k], -1 };
-		res->ndevices = sys->ngpus;
-	} else {
-		res->set = 1;
-		err = *value ? resolve_list(res, sys, idx, value) : 0;
-		if (err)
-			goto out;
+	if (value) {
+		cap = 1;
+		for (const char *p = value; *p; p++)
+			cap += *p == ',';
+		res->nelements = cap;
 	}
-	err = explain_order(res, sys, idx);
+	named.devs = calloc(cap, sizeof(*named.devs));
+	named.positions = calloc(cap, sizeof(*named.positions));
+	if (!named.devs || !named.positions) {
+		err = error_set(VD_ENOMEM, "out of memory");
+		goto out;
+	}
+	if (!value) {
+		for (size_t k = 0; k < sys->ngpus; k++) {
+			named.devs[k] = (struct vd_device_ref){ idx[k], -1 };
+			named.positions[k] = VD_NO_POSITION;
+		}
+		named.n = sys->ngpus;
+	} else if (*value) {
+		err = resolve_list(res, &named, sys, idx, value);
+	}
 	if (!err)
-		err = explain_devices(res, sys);
+		err = enumerate(res, sys, &named);
+	if (!err)
+		err = explain_order(res, sys, idx, &named);
+	if (!err)
+		err = explain_devices(res, sys, &named);
 out:
 	free(idx);
+	free(named.devs);
+	free(named.positions);
 	if (err) {
 		vd_resolution_free(res);
 		return err;
@@ -412,9 +498,27 @@ void vd_resolution_free(struct vd_resolution *res)
 	if (!res)
 		return;
 	free(res->devices);
+	free(res->dropped);
 	free(res->stop_token);
 	vd_strings_free(res->warnings, res->nwarnings);
 	free(res);
+}
+
+int vd_resolution_cuda(const struct vd_resolution *res, struct vd_device_ref d)
+{
+	for (size_t i = 0; i < res->ndevices; i++)
+		if (same_device(res->devices[i], d))
+			return (int)i;
+	return -1;
+}
+
+const struct vd_dropped *vd_resolution_dropped(const struct vd_resolution *res,
+					       struct vd_device_ref d)
+{
+	for (size_t i = 0; i < res->ndropped; i++)
+		if (same_device(res->dropped[i].device, d))
+			return &res->dropped[i];
+	return NULL;
 }
 
 int vd_visible_format(char **out, const struct vd_system *sys, const struct vd_device_ref *devs,
@@ -435,11 +539,29 @@ int vd_visible_format(char **out, const struct vd_system *sys, const struct vd_d
 			return error_set(VD_EINVAL,
 					 "MIG device %s has no index: name it by its UUID",
 					 sys->gpus[d->gpu].mig[d->mig].uuid);
-		for (size_t j = 0; j < i; j++)
+		if (d->mig < 0 && sys->gpus[d->gpu].mig_mode)
+			return error_set(VD_EINVAL,
+					 "GPU %u is in MIG mode: CUDA cannot use it whole; name "
+					 "one of its MIG devices",
+					 d->gpu);
+		for (size_t j = 0; j < i; j++) {
+			enum vd_drop_reason why = visible_conflict(sys, devs[j], *d);
+
 			if (same_device(devs[j], *d))
 				return error_set(VD_EINVAL,
 						 "GPU %u is named twice: CUDA would see no device",
 						 d->gpu);
+			if (!why)
+				why = visible_conflict(sys, *d, devs[j]);
+			if (why)
+				return error_set(
+					VD_EINVAL,
+					"driver %s does not let a process use %s and %s "
+					"together (%s): CUDA would drop one",
+					sys->driver_version[0] ? sys->driver_version : "(unknown)",
+					system_device_uuid(sys, devs[j]),
+					system_device_uuid(sys, *d), vd_drop_reason_name(why));
+		}
 		cap += VD_UUID_MAX + 1;
 	}
 	s = malloc(cap);
@@ -452,12 +574,9 @@ int vd_visible_format(char **out, const struct vd_system *sys, const struct vd_d
 
 		if (format == VD_FORMAT_INDEX)
 			len += (size_t)snprintf(s + len, cap - len, "%s%u", sep, d->gpu);
-		else if (d->mig >= 0)
-			len += (size_t)snprintf(s + len, cap - len, "%s%s", sep,
-						sys->gpus[d->gpu].mig[d->mig].uuid);
 		else
 			len += (size_t)snprintf(s + len, cap - len, "%s%s", sep,
-						sys->gpus[d->gpu].uuid);
+						system_device_uuid(sys, *d));
 	}
 	*out = s;
 	return 0;

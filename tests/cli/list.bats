@@ -74,6 +74,20 @@ load helper
 	[ "$(jq '[.gpus[].mig | length] | add' <<<"$output")" -ge 2 ]
 }
 
+@test "list's CUDA column follows the MIG rules: one cuda:N, the rest dropped" {
+	# driver 550, unset: the first MIG device alone; the other GPU is not enumerated
+	run "$VISDEV" --fixture "$FIXTURES/mig.json" list --json
+	assert_status 0
+	[ "$(jq -c '[.gpus[0].mig[].cuda]' <<<"$output")" = '[0,null,null]' ]
+	[ "$(jq -c '[.gpus[].cuda]' <<<"$output")" = '[null,null]' ]
+	run "$VISDEV" --fixture "$FIXTURES/mig.json" list
+	[ "$(grep -c 'cuda:' <<<"$output")" -eq 1 ]
+	[ "$(grep -c 'dropped$' <<<"$output")" -eq 3 ]
+	assert_output_has "CUDA sees 1 of 4 devices"
+	CUDA_VISIBLE_DEVICES=1 run "$VISDEV" --fixture "$FIXTURES/mig.json" list
+	[[ "$(grep '^  1 ' <<<"$output")" == *"cuda:0" ]]
+}
+
 @test "list points out a misspelt variable" {
 	CUDA_VISBLE_DEVICES=0 run "$VISDEV" --demo list
 	assert_status 0

@@ -157,13 +157,84 @@ load helper
 	jq -e '.warnings | map(test("fastest-first order is unknown")) | any' <<<"$output"
 }
 
-@test "MIG devices are named by UUID, and the driver's limit is reported" {
+@test "MIG devices CUDA does not enumerate get no cuda:N and are listed apart, with the reason" {
 	mig=$("$VISDEV" --fixture "$FIXTURES/mig.json" list --json |
 		jq -r '[.gpus[].mig[].uuid] | join(",")')
 	run "$VISDEV" --fixture "$FIXTURES/mig.json" map "$mig" --json
 	assert_status 0
-	[ "$(jq '[.devices[] | select(has("mig"))] | length' <<<"$output")" -ge 2 ]
-	jq -e '.warnings | map(test("MIG")) | any' <<<"$output"
+	# driver 550: one MIG device in all, the first named
+	[ "$(jq -c '[.devices[] | [.cuda, .mig.gi]]' <<<"$output")" = "[[0,1]]" ]
+	[ "$(jq -c '[.not_enumerated[] | [.position, .reason, .mig.gi]]' <<<"$output")" = \
+		'[[1,"one-mig",5],[2,"one-mig",13]]' ]
+	jq -e '.not_enumerated | all(has("cuda") | not)' <<<"$output"
+	jq -e '.warnings | map(test("one MIG device in all")) | any' <<<"$output"
+	run "$VISDEV" --fixture "$FIXTURES/mig.json" map "$mig"
+	assert_status 0
+	[ "$(grep -c '^cuda:' <<<"$output")" -eq 1 ]
+	[[ "${lines[2]}" == "dropped:  GPU 0  MIG 2g.10gb (gi 5 ci 0) "* ]]
+	[[ "${lines[3]}" == *"element 2: driver 550.54.15 lets a process use one MIG device in all"* ]]
+}
+
+@test "before R570, a whole GPU beside a MIG device is dropped; from R570 it stays" {
+	run "$VISDEV" --fixture "$FIXTURES/engine.json" map GPU-7a91,MIG-5e1f0a2b --json
+	assert_status 0
+	[ "$(jq -c '[.devices[].uuid[0:8]]' <<<"$output")" = '["MIG-5e1f"]' ]
+	[ "$(jq -c '[.not_enumerated[] | [.index, .position, .reason]]' <<<"$output")" = \
+		'[[2,0,"beside-mig"]]' ]
+	run "$VISDEV" --fixture "$FIXTURES/engine-r570.json" map GPU-7a91,MIG-9c04 --json
+	assert_status 0
+	[ "$(jq -c '[.devices[] | [.cuda, .uuid[0:8]]]' <<<"$output")" = \
+		'[[0,"GPU-7a91"],[1,"MIG-9c04"]]' ]
+	[ "$(jq '.not_enumerated | length' <<<"$output")" = 0 ]
+}
+
+@test "unset on a MIG machine: CUDA sees one MIG device before R570, one per GPU instance from it" {
+	run "$VISDEV" --fixture "$FIXTURES/engine.json" map --unset --order pci --json
+	assert_status 0
+	[ "$(jq -c '[.devices[].uuid[0:8]]' <<<"$output")" = '["MIG-5e1f"]' ]
+	[ "$(jq '.not_enumerated | length' <<<"$output")" = 4 ]
+	jq -e '.not_enumerated | all(.position == null)' <<<"$output"
+	run "$VISDEV" --fixture "$FIXTURES/engine-r570.json" map --unset --order pci
+	assert_status 0
+	[ "$(grep -c '^cuda:' <<<"$output")" -eq 5 ]
+	assert_output_has "CUDA sees 5 devices, not all 6 there are"
+	run "$VISDEV" --fixture "$FIXTURES/engine-r570.json" map --unset --order pci --physical 1,0
+	assert_output_has "GPU 1 is in MIG mode: its MIG device MIG-5e1f0a2b-3c4d-5e6f-8a9b-0c1d2e3f4a5b is cuda:1; its MIG device MIG-9c04b1e7-8d2a-5f3c-a6e9-1b7d0c4f2e86 is cuda:2"
+	assert_output_has "GPU 0 is cuda:0"
+}
+
+@test "--logical past the devices CUDA enumerates: cuda:N does not exist, exit 3" {
+	run "$VISDEV" --fixture "$FIXTURES/engine.json" map MIG-5e1f0a2b,MIG-5e1f7c8d --logical 0,1
+	assert_status 3
+	assert_output_has "cuda:0 is GPU 1  MIG 3g.40gb (gi 1 ci 0)"
+	assert_output_has "visdev: cuda:1 does not exist: CUDA sees 1 device, so it answers 'invalid device ordinal'"
+	run "$VISDEV" --fixture "$FIXTURES/engine.json" map MIG-5e1f0a2b,MIG-5e1f7c8d --logical 1 --json
+	assert_status 3
+	[ "$(jq -c '.logical' <<<"$output")" = '[{"index":null,"cuda":1}]' ]
+}
+
+@test "a value that starts with a dash and a digit is a value: map -1 hides every GPU" {
+	run "$VISDEV" --demo map -1 --json
+	assert_status 0
+	[ "$(jq -r .value <<<"$output")" = -1 ]
+	[ "$(jq '.devices | length' <<<"$output")" = 0 ]
+	[ "$(jq -r .stop.reason <<<"$output")" = negative ]
+	run "$VISDEV" --demo map --order pci -0
+	assert_status 0
+	[[ "${lines[1]}" == "cuda:0 -> GPU 0 "* ]]
+	run "$VISDEV" --demo map -- -1
+	assert_status 0
+	assert_output_has "a negative ordinal ends the list"
+	# an option's own argument is still the option's
+	run "$VISDEV" --demo map --physical -1
+	assert_status 2
+	assert_output_has "--physical takes a list of whole numbers"
+	run "$VISDEV" --demo map -1 -0
+	assert_status 2
+	assert_output_has "map takes one value"
+	run "$VISDEV" map --help
+	assert_status 0
+	assert_output_has "'visdev map -1'"
 }
 
 @test "NVIDIA_VISIBLE_DEVICES is explained too" {

@@ -151,6 +151,33 @@ load helper
 	[ "$got" = "$uuid" ]
 }
 
+@test "pick --json gives a MIG instance's own free memory, never its GPU's" {
+	# mig.json: GPU 0 has 40960 MiB, 7460 used; its 3g.20gb instance 20096, 7210 used
+	run "$VISDEV" --fixture "$FIXTURES/mig.json" pick --json --exclude 1 --policy pack --min-free 12G
+	assert_status 0
+	[ "$(jq -c '[.devices[] | [.mig.profile, .memory_free_mib]]' <<<"$output")" = \
+		'[["3g.20gb",12886]]' ]
+	run "$VISDEV" --fixture "$FIXTURES/mig.json" pick --json --exclude 1 --policy pack
+	[ "$(jq -c '[.devices[] | [.mig.profile, .memory_free_mib]]' <<<"$output")" = \
+		'[["2g.10gb",9971]]' ]
+}
+
+@test "pick never writes a value of which CUDA would drop a part" {
+	# driver 550: a MIG device and a whole GPU are not enumerated together
+	run --separate-stderr "$VISDEV" --fixture "$FIXTURES/mig.json" pick -n 2 --json
+	assert_status 3
+	[ "$(jq .env <<<"$output")" = null ]
+	[[ "$stderr" == *"no whole GPU beside it"* ]]
+	# from R570 they are: the value holds both, and CUDA sees both
+	run "$VISDEV" --fixture "$FIXTURES/engine-r570.json" pick -n 2 --json --exclude 0,2,3
+	assert_status 0
+	value=$(jq -r .env.CUDA_VISIBLE_DEVICES <<<"$output")
+	[ "$(jq '.devices | length' <<<"$output")" = 2 ]
+	run "$VISDEV" --fixture "$FIXTURES/engine-r570.json" map --json -- "$value"
+	[ "$(jq '.devices | length' <<<"$output")" = 2 ]
+	[ "$(jq '.not_enumerated | length' <<<"$output")" = 0 ]
+}
+
 @test "an --exclude beyond the machine and an empty --model are errors" {
 	run "$VISDEV" --demo pick --exclude 9
 	assert_status 2

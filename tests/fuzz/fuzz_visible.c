@@ -4,7 +4,9 @@
  * The input, as a NUL-terminated string, is resolved on a built-in machine
  * (the GPUs of tests/fixtures/engine.json, built here so that the target
  * needs no file) in both orders, with and without a known fastest-first
- * order. Every resolution must be well formed, and the devices it gives,
+ * order; the unranked machine has driver R570 and its two MIG devices in
+ * one GPU instance, so that both drivers' MIG rules are met. Every
+ * resolution must be well formed, and the devices it enumerates,
  * written back with vd_visible_format(), must resolve to the same devices:
  * any other outcome abort()s. The input also goes through the container,
  * CUDA_DEVICE_ORDER and environment parsers.
@@ -59,14 +61,15 @@ static const struct gpu_spec specs[] = {
 	  { { 0 } } },
 };
 
-/* The built-in machine; ranked says whether cuda_rank is known. */
+/* The built-in machine; ranked says whether cuda_rank is known (else: R570, one GPU instance). */
 static struct vd_system *machine(int ranked)
 {
 	struct vd_system *sys = NULL;
 
 	if (system_new(&sys, sizeof(specs) / sizeof(specs[0])))
 		abort();
-	str_copy(sys->driver_version, "550.54.15", sizeof(sys->driver_version));
+	str_copy(sys->driver_version, ranked ? "550.54.15" : "570.86.15",
+		 sizeof(sys->driver_version));
 	sys->cuda_driver_version = 12040;
 	for (size_t i = 0; i < sys->ngpus; i++) {
 		struct vd_gpu *g = &sys->gpus[i];
@@ -89,7 +92,7 @@ static struct vd_system *machine(int ranked)
 			g->nmig = s->nmig;
 			for (size_t k = 0; k < s->nmig; k++) {
 				str_copy(g->mig[k].uuid, s->mig[k].uuid, sizeof(g->mig[k].uuid));
-				g->mig[k].gi = s->mig[k].gi;
+				g->mig[k].gi = ranked ? s->mig[k].gi : 1;
 				g->mig[k].ci = s->mig[k].ci;
 				str_copy(g->mig[k].profile, "3g.40gb", sizeof(g->mig[k].profile));
 			}
@@ -139,7 +142,7 @@ static void round_trip(const struct vd_system *sys, const struct vd_device_ref *
 static void resolve_one(const struct vd_system *sys, const char *value, enum vd_order order)
 {
 	struct vd_resolution *res = NULL;
-	int has_mig = 0, whole_and_part = 0;
+	int has_mig = 0;
 
 	if (vd_visible_resolve(&res, sys, value, order)) {
 		if (res)
@@ -149,32 +152,31 @@ static void resolve_one(const struct vd_system *sys, const char *value, enum vd_
 	if (!res || !res->set)
 		abort();
 	check_devices(sys, res->devices, res->ndevices, 1);
-	if (res->duplicate && res->ndevices)
+	if (res->duplicate && (res->ndevices || res->ndropped))
 		abort();
 	if (res->stop != VD_STOP_NONE &&
 	    (!res->stop_token || res->stop_position >= res->nelements ||
 	     !vd_stop_reason_name(res->stop)))
 		abort();
-	if (res->ndevices > res->nelements)
-		abort();
 	for (size_t i = 0; i < res->nwarnings; i++)
 		if (!res->warnings[i])
 			abort();
-	for (size_t i = 0; i < res->ndevices; i++) {
-		if (res->devices[i].mig >= 0)
-			has_mig = 1;
-		for (size_t j = 0; j < res->ndevices; j++)
-			if (res->devices[i].mig < 0 && res->devices[j].mig >= 0 &&
-			    res->devices[i].gpu == res->devices[j].gpu)
-				whole_and_part = 1;
+	/* a device dropped is named by an element, and is not also enumerated */
+	for (size_t i = 0; i < res->ndropped; i++) {
+		const struct vd_dropped *d = &res->dropped[i];
+
+		check_devices(sys, &d->device, 1, 1);
+		if (d->position >= res->nelements || !vd_drop_reason_name(d->reason) ||
+		    vd_resolution_cuda(res, d->device) >= 0)
+			abort();
 	}
-	/* Every value visdev writes must resolve to what it chose. */
-	if (!whole_and_part) {
-		round_trip(sys, res->devices, res->ndevices, VD_FORMAT_UUID, VD_ORDER_PCI);
-		round_trip(sys, res->devices, res->ndevices, VD_FORMAT_UUID, VD_ORDER_FASTEST);
-		if (!has_mig)
-			round_trip(sys, res->devices, res->ndevices, VD_FORMAT_INDEX, VD_ORDER_PCI);
-	}
+	for (size_t i = 0; i < res->ndevices; i++)
+		has_mig |= res->devices[i].mig >= 0;
+	/* What CUDA enumerates can always be written, and must resolve to itself. */
+	round_trip(sys, res->devices, res->ndevices, VD_FORMAT_UUID, VD_ORDER_PCI);
+	round_trip(sys, res->devices, res->ndevices, VD_FORMAT_UUID, VD_ORDER_FASTEST);
+	if (!has_mig)
+		round_trip(sys, res->devices, res->ndevices, VD_FORMAT_INDEX, VD_ORDER_PCI);
 	vd_resolution_free(res);
 }
 
