@@ -179,13 +179,51 @@ static void check_value(const char *visdev, const char *value, enum vd_order ord
 	row(what, mine, theirs);
 }
 
+/*
+ * On a machine with a GPU in MIG mode, the MIG rules: which devices CUDA
+ * enumerates for MIG devices together, beside whole GPUs, through their
+ * GPU's index or UUID, and with the variable unset. Nothing without MIG.
+ */
+static void check_mig(const char *visdev, const struct vd_system *sys)
+{
+	const struct vd_gpu *mig = NULL, *whole = NULL;
+	char v[8][3 * VD_UUID_MAX + 8];
+	size_t nv = 0;
+
+	for (size_t i = 0; i < sys->ngpus; i++) {
+		if (sys->gpus[i].mig_mode && sys->gpus[i].nmig && !mig)
+			mig = &sys->gpus[i];
+		else if (!sys->gpus[i].mig_mode && !whole)
+			whole = &sys->gpus[i];
+	}
+	if (!mig) {
+		printf("(no GPU in MIG mode here: the MIG rules stay unverified)\n");
+		return;
+	}
+	snprintf(v[nv++], sizeof(v[0]), "%s", mig->mig[0].uuid);
+	snprintf(v[nv++], sizeof(v[0]), "%u", mig->index);
+	snprintf(v[nv++], sizeof(v[0]), "%s", mig->uuid);
+	if (mig->nmig > 1) {
+		snprintf(v[nv++], sizeof(v[0]), "%s,%s", mig->mig[0].uuid, mig->mig[1].uuid);
+		snprintf(v[nv++], sizeof(v[0]), "%s,%s", mig->mig[1].uuid, mig->mig[0].uuid);
+	}
+	if (whole) {
+		snprintf(v[nv++], sizeof(v[0]), "%s,%s", mig->mig[0].uuid, whole->uuid);
+		snprintf(v[nv++], sizeof(v[0]), "%s,%s", whole->uuid, mig->mig[0].uuid);
+	}
+	check_value(visdev, NULL, VD_ORDER_PCI);
+	for (size_t i = 0; i < nv; i++)
+		check_value(visdev, v[i], VD_ORDER_PCI);
+}
+
 int main(int argc, char **argv)
 {
 	struct vd_backend_options opts = { .use_env = 1 };
 	struct vd_backend *b = NULL;
 	struct vd_system *sys = NULL;
 	char prefix[16], upper[VD_UUID_MAX], blank[VD_UUID_MAX + 4], mixed[VD_UUID_MAX + 4];
-	char mixed2[VD_UUID_MAX + 4], spaced[2 * VD_UUID_MAX + 4];
+	char mixed2[VD_UUID_MAX + 4], spaced[2 * VD_UUID_MAX + 4], lower[VD_UUID_MAX];
+	char cut[3 * VD_UUID_MAX];
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: check VISDEV\n");
@@ -206,10 +244,51 @@ int main(int argc, char **argv)
 	snprintf(mixed, sizeof(mixed), "0,%s", uuid);
 	snprintf(mixed2, sizeof(mixed2), "%s,0", uuid);
 	snprintf(spaced, sizeof(spaced), "%s ", uuid);
+	for (size_t i = 0; i <= strlen(uuid); i++)
+		lower[i] = (char)(uuid[i] >= 'A' && uuid[i] <= 'Z' ? uuid[i] + 32 : uuid[i]);
+	/* a duplicate after the list was cut: does CUDA still read past the cut? */
+	snprintf(cut, sizeof(cut), "%s,GPU-ffff,%s", uuid, uuid);
 	const char *values[] = {
-		"0",   "1",   "-1",    "",    "0,0",  prefix, uuid,    "GPU-ffff", " 0",  "0abc",
-		"+0",  "-0",  "0,9,0", "0,",  ",0",   "0x1",  "1gpu2", "abc",	   " ",	  "0 ,",
-		upper, blank, spaced,  mixed, mixed2, "GPU-", "MIG-",  "9",	   "0,1", "1,0",
+		"0",
+		"1",
+		"-1",
+		"",
+		"0,0",
+		prefix,
+		uuid,
+		"GPU-ffff",
+		" 0",
+		"0abc",
+		"+0",
+		"-0",
+		"0,9,0",
+		"0,",
+		",0",
+		"0x1",
+		"1gpu2",
+		"abc",
+		" ",
+		"0 ,",
+		upper,
+		blank,
+		spaced,
+		mixed,
+		mixed2,
+		"GPU-",
+		"MIG-",
+		"9",
+		"0,1",
+		"1,0",
+		lower,
+		cut,
+		"08",
+		"+",
+		"-",
+		"+,0",
+		"0,,1",
+		"4294967296",
+		"4294967296,0",
+		"18446744073709551616",
 	};
 
 	printf("\n%-50s | %-44s | %-44s | %s\n", "map: order and value", "visdev map --json",
@@ -219,6 +298,7 @@ int main(int argc, char **argv)
 	check_value(argv[1], "0", VD_ORDER_FASTEST);
 	for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++)
 		check_value(argv[1], values[i], VD_ORDER_PCI);
+	check_mig(argv[1], sys);
 	printf("\n%d disagreement%s\n", disagreements, disagreements == 1 ? "" : "s");
 	vd_system_free(sys);
 	vd_backend_free(b);
