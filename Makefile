@@ -3,7 +3,7 @@
 #   make                 build libvisdev (static and shared) and visdev
 #   make demo            install missing build dependencies, build, run the demo
 #   make check           install missing test dependencies, build, run every test
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local   (program, libraries, header, man page, docs)
 #   make fuzz            run each fuzz target for FUZZ_SECONDS (clang, libFuzzer)
 #   make bench           run the benchmarks in bench/
 #   make format          format the C sources with .clang-format (format-check: only check)
@@ -16,6 +16,7 @@ BINDIR ?= $(PREFIX)/bin
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 MANDIR ?= $(PREFIX)/share/man
+DOCDIR ?= $(PREFIX)/share/doc/visdev
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 DESTDIR ?=
 
@@ -182,7 +183,7 @@ $(BUILD)/visdev.pc: src/lib/visdev.pc.in include/visdev.h
 
 install: all $(BUILD)/visdev.pc
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) \
-		$(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man1
+		$(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DOCDIR)
 	install -m 755 $(PROGRAM) $(DESTDIR)$(BINDIR)/visdev
 	install -m 644 $(STATIC_LIB) $(DESTDIR)$(LIBDIR)/libvisdev.a
 	install -m 755 $(SHARED_LIB) $(DESTDIR)$(LIBDIR)/libvisdev.so.0
@@ -190,6 +191,7 @@ install: all $(BUILD)/visdev.pc
 	install -m 644 include/visdev.h $(DESTDIR)$(INCLUDEDIR)/visdev.h
 	install -m 644 $(BUILD)/visdev.pc $(DESTDIR)$(PKGCONFIGDIR)/visdev.pc
 	install -m 644 docs/visdev.1 $(DESTDIR)$(MANDIR)/man1/visdev.1
+	install -m 644 docs/*.md $(DESTDIR)$(DOCDIR)
 
 SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 

@@ -342,24 +342,33 @@ VD_API int vd_visible_format(char **out, const struct vd_system *sys,
 
 /* What the NVIDIA container runtime does with NVIDIA_VISIBLE_DEVICES. */
 enum vd_container_mode {
-	VD_CONTAINER_UNSET = 0, /* not set: the runtime's own default */
+	VD_CONTAINER_UNSET = 0, /* not set: no GPU support, except in a legacy CUDA image
+				   (CUDA_VERSION without NVIDIA_REQUIRE_CUDA), which gets all */
 	VD_CONTAINER_ALL,	/* "all": every GPU */
 	VD_CONTAINER_NONE,	/* "none": no GPU, but the driver is mounted */
-	VD_CONTAINER_VOID,	/* "void" or empty: no GPU support at all */
-	VD_CONTAINER_LIST,	/* indices or UUIDs */
+	VD_CONTAINER_VOID,	/* "void", or no element at all: no GPU support */
+	VD_CONTAINER_LIST,	/* indices, UUIDs, PCI bus ids, <gpu>:<mig> */
 };
 
 struct vd_container_view {
 	enum vd_container_mode mode;
-	struct vd_device_ref *devices; /* with VD_CONTAINER_LIST and ALL */
+	struct vd_device_ref *devices; /* with LIST and ALL: each device once, in the
+					  order named (ALL: MIG devices for GPUs in MIG mode) */
 	size_t ndevices;
-	char **warnings; /* elements that name no device, and the like */
+	int refused;	 /* an element names no device: the runtime does not start the container */
+	char **warnings; /* the element that names nothing, one that decides the whole value */
 	size_t nwarnings;
 };
 
 /*
- * Explains a value of NVIDIA_VISIBLE_DEVICES (NULL: unset) on sys: which
- * GPUs a container started with it gets. Errors: VD_ENOMEM only.
+ * Explains a value of NVIDIA_VISIBLE_DEVICES (NULL: unset) on sys as the
+ * NVIDIA container runtime reads it: elements trimmed, empty ones dropped;
+ * "void" anywhere, or no element, is VOID; else the first element that is
+ * "all" or "none" decides; else "all" in any case is ALL; else a LIST of
+ * full GPU-/MIG- UUIDs (case ignored), PCI bus ids ("0000:18:00.0"),
+ * indices read with strtoumax ("+1" is 1) and "<gpu>:<mig>", duplicates
+ * dropped, the first element that names no device refusing the container.
+ * Errors: VD_ENOMEM only.
  */
 VD_API int vd_container_resolve(struct vd_container_view **out, const struct vd_system *sys,
 				const char *value);

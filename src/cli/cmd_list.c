@@ -83,14 +83,20 @@ static json_t *json_gpu(const struct vd_system *sys, const struct vd_resolution 
 		int known = mi->fields & VD_GPU_MEMORY;
 
 		json_array_append_new(
-			mig, json_pack("{s:s, s:i, s:i, s:s, s:o, s:o, s:o, s:o}", "uuid", mi->uuid,
-				       "gi", (int)mi->gi, "ci", (int)mi->ci, "profile", mi->profile,
-				       "memory_total_mib",
-				       cli_json_known_int(known, (long long)mi->memory_total_mib),
-				       "memory_used_mib",
-				       cli_json_known_int(known, (long long)mi->memory_used_mib),
-				       "cuda", mc < 0 ? json_null() : json_integer(mc), "leases",
-				       json_leases(leases, mi->uuid)));
+			mig,
+			json_pack("{s:s, s:i, s:i, s:s, s:o, s:o, s:o, s:o, s:o}", "uuid", mi->uuid,
+				  "gi", (int)mi->gi, "ci", (int)mi->ci, "profile", mi->profile,
+				  "memory_total_mib",
+				  cli_json_known_int(known, (long long)mi->memory_total_mib),
+				  "memory_used_mib",
+				  cli_json_known_int(known, (long long)mi->memory_used_mib),
+				  "memory_free_mib",
+				  cli_json_known_int(
+					  known, vd_device_memory_free_mib(
+							 sys, (struct vd_device_ref){ (unsigned)i,
+										      (int)m })),
+				  "cuda", mc < 0 ? json_null() : json_integer(mc), "leases",
+				  json_leases(leases, mi->uuid)));
 	}
 	json_object_set_new(o, "mig", mig);
 	json_object_set_new(o, "cuda", cuda < 0 ? json_null() : json_integer(cuda));
@@ -250,7 +256,7 @@ static void print_mapping(const struct vd_system *sys, const struct vd_resolutio
 	const char *order = getenv("CUDA_DEVICE_ORDER");
 
 	printf("\n");
-	if (!cvd && !res->ndropped)
+	if (!cvd && !system_has_mig(sys))
 		printf("CUDA_VISIBLE_DEVICES is unset: CUDA sees all %zu GPUs", sys->ngpus);
 	else if (!cvd)
 		printf("CUDA_VISIBLE_DEVICES is unset: CUDA sees %zu of %zu devices", res->ndevices,

@@ -138,8 +138,9 @@ static json_t *json_container(const struct vd_system *sys, const char *value)
 	devs = json_array();
 	for (size_t i = 0; i < v->ndevices; i++)
 		json_array_append_new(devs, cli_json_device(sys, v->devices[i]));
-	o = json_pack("{s:o, s:s, s:o, s:o}", "value", cli_json_str(value), "mode", modes[v->mode],
-		      "devices", devs, "warnings", json_strings(v->warnings, v->nwarnings));
+	o = json_pack("{s:o, s:s, s:o, s:b, s:o}", "value", cli_json_str(value), "mode",
+		      modes[v->mode], "devices", devs, "refused", v->refused, "warnings",
+		      json_strings(v->warnings, v->nwarnings));
 	vd_container_view_free(v);
 	return o;
 }
@@ -276,15 +277,19 @@ static void print_container(const struct vd_system *sys, const char *value, int 
 		"a container gets every GPU",
 		"a container gets no GPU, but the driver",
 		"a container gets no GPU support at all",
-		"a container gets",
+		"a container gets these devices",
 	};
 	struct vd_container_view *v = NULL;
 
 	if (!value || vd_container_resolve(&v, sys, value))
 		return;
-	printf("NVIDIA_VISIBLE_DEVICES=%s: %s%s\n", value, words[v->mode],
-	       v->mode == VD_CONTAINER_LIST && !v->ndevices ? " nothing" : "");
-	if (v->mode == VD_CONTAINER_LIST)
+	if (v->refused)
+		printf("NVIDIA_VISIBLE_DEVICES=%s: the container runtime does not start a "
+		       "container\n",
+		       value);
+	else
+		printf("NVIDIA_VISIBLE_DEVICES=%s: %s\n", value, words[v->mode]);
+	if (v->mode == VD_CONTAINER_LIST && !v->refused)
 		for (size_t i = 0; i < v->ndevices; i++) {
 			printf("  ");
 			cli_print_device(sys, v->devices[i], width);
@@ -513,6 +518,11 @@ int cmd_map(int argc, char **argv)
 	if (rc)
 		goto out;
 	for (size_t i = 0; i < a.nphysical; i++) {
+		if (a.physical[i] >= sys->ngpus && !sys->ngpus) {
+			cli_error("--physical %u: this machine has no GPU", a.physical[i]);
+			rc = EXIT_NONE;
+			goto out;
+		}
 		if (a.physical[i] >= sys->ngpus) {
 			cli_error("--physical %u: there is no GPU %u here (GPUs 0 to %zu); 'visdev "
 				  "list' shows them",

@@ -1,5 +1,5 @@
 /*
- * fixture.c - simulated servers: the fixture JSON format of DESIGN.md read
+ * fixture.c - simulated servers: the fixture JSON format of docs/fixture.md read
  * into a snapshot, and the "fixture" and "demo" backends that serve one.
  *
  * Every failure names the file, the line and the column of the value that

@@ -46,7 +46,7 @@ extern const struct vd_backend_ops backend_fixture_ops;
 extern const struct vd_backend_ops backend_demo_ops;
 
 /*
- * Parses a fixture (the JSON format in DESIGN.md) of len bytes; name is
+ * Parses a fixture (the JSON format of docs/fixture.md) of len bytes; name is
  * the file name used in messages ("file:line:col: what is wrong").
  * Errors: VD_EPARSE, VD_ENOMEM.
  */

@@ -1,8 +1,8 @@
 /*
  * visible.c - CUDA's rules for CUDA_VISIBLE_DEVICES, and their reverse.
  *
- * This is the single place the rules live (DESIGN.md, "The rules of
- * CUDA_VISIBLE_DEVICES"). Everything here is a pure function of a value, a
+ * This is the single place the rules live (docs/rules.md says each one and
+ * what it rests on). Everything here is a pure function of a value, a
  * device table and an order: no I/O, no environment.
  */
 #include <ctype.h>

@@ -246,6 +246,29 @@ load helper
 	assert_output_has "NVIDIA_VISIBLE_DEVICES=none: a container gets no GPU"
 }
 
+@test "NVIDIA_VISIBLE_DEVICES as the container runtime reads it" {
+	# trimmed, duplicates dropped, +1 is 1, UUIDs in any case, PCI bus ids
+	NVIDIA_VISIBLE_DEVICES=" +1 , 1,gpu-5F0A9E83-41c6-42b7-8d3e-e29b70c1a6f4,0000:1a:00.0" \
+		run "$VISDEV" --demo map --json
+	assert_status 0
+	[ "$(jq -c '.nvidia_visible_devices | [.mode, [.devices[].index], .refused]' \
+		<<<"$output")" = '["list",[1,3,0],false]' ]
+	# void, anywhere, over all; the first of all and none decides; ALL is all
+	for v in "0,void:void" "all,void:void" "none,all:none" "all,none:all" "2,ALL:all" ",:void"; do
+		NVIDIA_VISIBLE_DEVICES=${v%:*} run "$VISDEV" --demo map --json
+		[ "$(jq -r .nvidia_visible_devices.mode <<<"$output")" = "${v##*:}" ]
+	done
+	# an element that names no device: the container is not started, and only then is it said
+	NVIDIA_VISIBLE_DEVICES=0,GPU-8932f937 run "$VISDEV" --demo map
+	assert_status 0
+	assert_output_has "NVIDIA_VISIBLE_DEVICES=0,GPU-8932f937: the container runtime does not start a container"
+	assert_output_has "it takes whole UUIDs, not prefixes"
+	NVIDIA_VISIBLE_DEVICES=0,GPU-8932f937 run "$VISDEV" --demo map --json
+	[ "$(jq .nvidia_visible_devices.refused <<<"$output")" = true ]
+	NVIDIA_VISIBLE_DEVICES=0,2 run "$VISDEV" --demo map
+	[[ "$output" != *"refuses"* && "$output" != *"does not start"* ]]
+}
+
 @test "quotes kept in the value are pointed out" {
 	CUDA_VISIBLE_DEVICES="'0,1'" run "$VISDEV" --demo map
 	assert_status 0

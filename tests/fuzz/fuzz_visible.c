@@ -101,14 +101,13 @@ static struct vd_system *machine(int ranked)
 	return sys;
 }
 
-/* Devices that exist, and (distinct) each once. */
-static void check_devices(const struct vd_system *sys, const struct vd_device_ref *d, size_t n,
-			  int distinct)
+/* Devices that exist, each once. */
+static void check_devices(const struct vd_system *sys, const struct vd_device_ref *d, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		if (!device_exists(sys, d[i]))
 			abort();
-		for (size_t j = 0; distinct && j < i; j++)
+		for (size_t j = 0; j < i; j++)
 			if (d[j].gpu == d[i].gpu && d[j].mig == d[i].mig)
 				abort();
 	}
@@ -151,7 +150,7 @@ static void resolve_one(const struct vd_system *sys, const char *value, enum vd_
 	}
 	if (!res || !res->set)
 		abort();
-	check_devices(sys, res->devices, res->ndevices, 1);
+	check_devices(sys, res->devices, res->ndevices);
 	if (res->duplicate && (res->ndevices || res->ndropped))
 		abort();
 	if (res->stop != VD_STOP_NONE &&
@@ -165,7 +164,7 @@ static void resolve_one(const struct vd_system *sys, const char *value, enum vd_
 	for (size_t i = 0; i < res->ndropped; i++) {
 		const struct vd_dropped *d = &res->dropped[i];
 
-		check_devices(sys, &d->device, 1, 1);
+		check_devices(sys, &d->device, 1);
 		if (d->position >= res->nelements || !vd_drop_reason_name(d->reason) ||
 		    vd_resolution_cuda(res, d->device) >= 0)
 			abort();
@@ -191,8 +190,11 @@ static void other_parsers(const struct vd_system *sys, char *value)
 	if (vd_container_resolve(&view, sys, value) == 0) {
 		if (!view)
 			abort();
-		/* The container runtime's own rules may repeat a device. */
-		check_devices(sys, view->devices, view->ndevices, 0);
+		/* The container runtime gives each device once. */
+		check_devices(sys, view->devices, view->ndevices);
+		if (view->mode != VD_CONTAINER_LIST && view->mode != VD_CONTAINER_ALL &&
+		    view->ndevices)
+			abort();
 		vd_container_view_free(view);
 	}
 	err = vd_order_parse(&order, value);

@@ -76,7 +76,7 @@ found:
 }
 
 /* The named fixture; a test that cannot have it fails. */
-static const struct vd_system *need_fixture(const char *name)
+static inline const struct vd_system *need_fixture(const char *name)
 {
 	const char *why = NULL;
 	const struct vd_system *sys = fixture_get(name, &why);
@@ -146,6 +146,23 @@ static inline void quote(char *buf, size_t size, const char *s)
 	}
 	buf[n++] = '"';
 	buf[n] = '\0';
+}
+
+/* With a table's "warning_contains" (want, NULL when absent): some warning contains it, case
+ * ignored. */
+static inline void check_warning_contains(struct report *r, const json_t *want,
+					  char *const *warnings, size_t n)
+{
+	size_t i;
+
+	if (!want)
+		return;
+	for (i = 0; i < n; i++)
+		if (warnings[i] && strcasestr(warnings[i], json_string_value(want)))
+			break;
+	if (i == n)
+		report_add(r, "warnings: none contains '%s' (%zu warnings%s%s)",
+			   json_string_value(want), n, n ? ": " : "", n ? warnings[0] : "");
 }
 
 /* ---- devices in the tables' notation ------------------------------------ */

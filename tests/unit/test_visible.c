@@ -1,5 +1,5 @@
 /*
- * test_visible.c - the CUDA_VISIBLE_DEVICES engine against DESIGN's rules.
+ * test_visible.c - the CUDA_VISIBLE_DEVICES engine against the rules of docs/rules.md.
  *
  * Most cases are data: tests/unit/visible.jsonl (its header documents the
  * keys and the device notation), one cmocka test per line, named after the
@@ -9,8 +9,7 @@
  * VISIBLE_FIXTURES), each once. Tests run from the repository root.
  *
  * The rest are written out: round trips through vd_visible_format() and
- * vd_visible_resolve(), vd_order_parse(), vd_container_resolve() and
- * vd_env_check().
+ * vd_visible_resolve(), and vd_order_parse().
  */
 #include "harness.h"
 
@@ -315,18 +314,8 @@ static void check_case(struct report *r, const struct table_case *c)
 		report_add(r, "nelements: expected %lld, got %zu", (long long)json_integer_value(v),
 			   res->nelements);
 	check_dropped(r, json_object_get(obj, "dropped"), res);
-	v = json_object_get(obj, "warning_contains");
-	if (v) {
-		size_t i;
-
-		for (i = 0; i < res->nwarnings; i++)
-			if (res->warnings[i] && strcasestr(res->warnings[i], json_string_value(v)))
-				break;
-		if (i == res->nwarnings)
-			report_add(r, "warnings: none contains '%s' (%zu warnings%s%s)",
-				   json_string_value(v), res->nwarnings, res->nwarnings ? ": " : "",
-				   res->nwarnings ? res->warnings[0] : "");
-	}
+	check_warning_contains(r, json_object_get(obj, "warning_contains"), res->warnings,
+			       res->nwarnings);
 out:
 	vd_resolution_free(res);
 	free(want);
@@ -639,213 +628,16 @@ static void test_names(void **state)
 	assert_string_equal(vd_stop_reason_name(VD_STOP_AMBIGUOUS), "ambiguous");
 }
 
-/* ---- NVIDIA_VISIBLE_DEVICES --------------------------------------------- */
-
-static struct vd_container_view *container(const char *value)
-{
-	const struct vd_system *sys = need_fixture("engine");
-	struct vd_container_view *view = NULL;
-
-	assert_int_equal(vd_container_resolve(&view, sys, value), 0);
-	assert_non_null(view);
-	return view;
-}
-
-static int view_has(const struct vd_container_view *view, unsigned gpu, int mig)
-{
-	for (size_t i = 0; i < view->ndevices; i++)
-		if (view->devices[i].gpu == gpu && (mig == -2 || view->devices[i].mig == mig))
-			return 1;
-	return 0;
-}
-
-static void test_container_modes(void **state)
-{
-	struct vd_container_view *view;
-
-	(void)state;
-	view = container(NULL);
-	assert_int_equal(view->mode, VD_CONTAINER_UNSET);
-	vd_container_view_free(view);
-
-	view = container("all");
-	assert_int_equal(view->mode, VD_CONTAINER_ALL);
-	for (unsigned g = 0; g < 4; g++) /* GPU 1, in MIG mode, may come as its instances */
-		if (!view_has(view, g, g == 1 ? -2 : -1))
-			fail_msg("\"all\": GPU %u missing", g);
-	vd_container_view_free(view);
-
-	view = container("none");
-	assert_int_equal(view->mode, VD_CONTAINER_NONE);
-	assert_int_equal(view->ndevices, 0);
-	vd_container_view_free(view);
-
-	view = container("void");
-	assert_int_equal(view->mode, VD_CONTAINER_VOID);
-	assert_int_equal(view->ndevices, 0);
-	vd_container_view_free(view);
-
-	view = container("");
-	assert_int_equal(view->mode, VD_CONTAINER_VOID);
-	assert_int_equal(view->ndevices, 0);
-	vd_container_view_free(view);
-}
-
-static void test_container_lists(void **state)
-{
-	struct vd_container_view *view;
-
-	(void)state;
-	view = container("0,2");
-	assert_int_equal(view->mode, VD_CONTAINER_LIST);
-	assert_int_equal(view->ndevices, 2);
-	assert_int_equal(view->devices[0].gpu, 0);
-	assert_int_equal(view->devices[0].mig, -1);
-	assert_int_equal(view->devices[1].gpu, 2);
-	assert_int_equal(view->devices[1].mig, -1);
-	assert_int_equal(view->nwarnings, 0);
-	vd_container_view_free(view);
-
-	view = container(G2);
-	assert_int_equal(view->mode, VD_CONTAINER_LIST);
-	assert_int_equal(view->ndevices, 1);
-	assert_int_equal(view->devices[0].gpu, 2);
-	assert_int_equal(view->devices[0].mig, -1);
-	vd_container_view_free(view);
-
-	view = container(G2 "," G0);
-	assert_int_equal(view->mode, VD_CONTAINER_LIST);
-	assert_int_equal(view->ndevices, 2);
-	assert_int_equal(view->devices[0].gpu, 2);
-	assert_int_equal(view->devices[1].gpu, 0);
-	vd_container_view_free(view);
-
-	view = container("0,bogus");
-	assert_int_equal(view->mode, VD_CONTAINER_LIST);
-	assert_true(view_has(view, 0, -1));
-	assert_true(view->nwarnings >= 1);
-	vd_container_view_free(view);
-
-	view = container("3,7");
-	assert_int_equal(view->mode, VD_CONTAINER_LIST);
-	assert_true(view_has(view, 3, -1));
-	assert_true(view->nwarnings >= 1);
-	vd_container_view_free(view);
-}
-
-/* ---- near-miss spellings ------------------------------------------------ */
-
-/* Runs vd_env_check on env; returns the findings, count in *n. */
-static char **env_check(char *const *env, size_t *n)
-{
-	char **found = NULL;
-
-	*n = 99;
-	assert_int_equal(vd_env_check(&found, n, env), 0);
-	assert_true(*n < 99);
-	if (*n)
-		assert_null(found[*n]);
-	return found;
-}
-
-/* Expects at least one finding, one of them mentioning needle. */
-static void env_expect(char *const *env, const char *needle)
-{
-	size_t n, i;
-	char **found = env_check(env, &n);
-
-	for (i = 0; i < n; i++)
-		if (strstr(found[i], needle))
-			break;
-	if (n == 0 || i == n)
-		fail_msg("%s: %zu findings, none mentions %s%s%s", env[0], n, needle,
-			 n ? "; first: " : "", n ? found[0] : "");
-	vd_strings_free(found, n);
-}
-
-/* A writable copy of a NULL-terminated list of "NAME=value" strings. */
-static char **env_make(const char *const *src)
-{
-	size_t n = 0;
-	char **env;
-
-	while (src[n])
-		n++;
-	env = calloc(n + 1, sizeof(*env));
-	assert_non_null(env);
-	for (size_t i = 0; i < n; i++) {
-		env[i] = strdup(src[i]);
-		assert_non_null(env[i]);
-	}
-	return env;
-}
-
-static void env_free(char **env)
-{
-	for (size_t i = 0; env[i]; i++)
-		free(env[i]);
-	free(env);
-}
-
-/* Expects at least one finding in src, one of them mentioning needle. */
-static void env_finds(const char *const *src, const char *needle)
-{
-	char **env = env_make(src);
-
-	env_expect(env, needle);
-	env_free(env);
-}
-
-/* Expects no finding in src. */
-static void env_clean(const char *const *src)
-{
-	char **env = env_make(src), **found;
-	size_t n;
-
-	found = env_check(env, &n);
-	if (n)
-		fail_msg("%s: %zu findings in a clean environment, first: %s",
-			 src[0] ? src[0] : "{}", n, found[0]);
-	vd_strings_free(found, n);
-	env_free(env);
-}
-
-static void test_env_check(void **state)
-{
-	static const char *const misspelt[] = { "PATH=/usr/bin", "CUDA_VISBLE_DEVICES=0", NULL };
-	static const char *const lower[] = { "cuda_visible_devices=0", NULL };
-	static const char *const singular[] = { "CUDA_VISIBLE_DEVICE=1", NULL };
-	static const char *const quoted[] = { "CUDA_VISIBLE_DEVICES='0,1'", NULL };
-	static const char *const dquoted[] = { "CUDA_VISIBLE_DEVICES=\"0,1\"", NULL };
-	static const char *const clean[] = { "PATH=/usr/bin", "HOME=/root",
-					     "CUDA_VISIBLE_DEVICES=0,1",
-					     "CUDA_DEVICE_ORDER=PCI_BUS_ID", NULL };
-	static const char *const clean_uuid[] = { "CUDA_VISIBLE_DEVICES=" G2, "LANG=C", NULL };
-	static const char *const empty[] = { NULL };
-
-	(void)state;
-	env_finds(misspelt + 1, "CUDA_VISIBLE_DEVICES");
-	env_finds(misspelt, "CUDA_VISIBLE_DEVICES");
-	env_finds(lower, "CUDA_VISIBLE_DEVICES");
-	env_finds(singular, "CUDA_VISIBLE_DEVICES");
-	env_finds(quoted, "CUDA_VISIBLE_DEVICES");
-	env_finds(dquoted, "CUDA_VISIBLE_DEVICES");
-	env_clean(clean);
-	env_clean(clean_uuid);
-	env_clean(empty);
-}
-
 /* ---- main --------------------------------------------------------------- */
 
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest fixed[] = {
-		cmocka_unit_test(test_names),		cmocka_unit_test(test_order_parse),
-		cmocka_unit_test(test_roundtrip_gpus),	cmocka_unit_test(test_roundtrip_norank),
-		cmocka_unit_test(test_roundtrip_mig),	cmocka_unit_test(test_roundtrip_mig_r570),
-		cmocka_unit_test(test_format_text),	cmocka_unit_test(test_format_empty),
-		cmocka_unit_test(test_format_errors),	cmocka_unit_test(test_container_modes),
-		cmocka_unit_test(test_container_lists), cmocka_unit_test(test_env_check),
+		cmocka_unit_test(test_names),	       cmocka_unit_test(test_order_parse),
+		cmocka_unit_test(test_roundtrip_gpus), cmocka_unit_test(test_roundtrip_norank),
+		cmocka_unit_test(test_roundtrip_mig),  cmocka_unit_test(test_roundtrip_mig_r570),
+		cmocka_unit_test(test_format_text),    cmocka_unit_test(test_format_empty),
+		cmocka_unit_test(test_format_errors),
 	};
 	static const struct table table = {
 		.group = "visible",
