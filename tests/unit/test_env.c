@@ -40,7 +40,8 @@ static void check_case(struct report *r, const struct table_case *c)
 	v = json_object_get(obj, "devices");
 	if (!fixture || !mode || !jvalue || !(json_is_string(jvalue) || json_is_null(jvalue)) ||
 	    !json_is_array(v)) {
-		report_add(r, "table: fixture, mode, value (string or null) and devices are needed");
+		report_add(r,
+			   "table: fixture, mode, value (string or null) and devices are needed");
 		return;
 	}
 	nwant = json_array_size(v);
