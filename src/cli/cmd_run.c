@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -404,6 +405,9 @@ static double now_seconds(void)
 	return (double)t.tv_sec + t.tv_nsec / 1e9;
 }
 
+/* How long a run without --wait tries while the allocation lock is held by another. */
+#define BUSY_PATIENCE_S 2
+
 /*
  * Leases GPUs, waiting for them if asked. Returns an exit code; on success
  * *lease, *sys and *parent (the environment's value, resolved on *sys) are set.
@@ -416,8 +420,8 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys,
 	struct vd_lease_watch *watch = NULL;
 	struct vd_choice *choice = NULL;
 	struct vd_backend *backend = NULL;
-	double deadline = wait >= 0 ? now_seconds() + wait : 0;
-	int rc, err, said = 0, settle_ms = 0;
+	double start = now_seconds(), deadline = wait >= 0 ? start + wait : 0;
+	int rc, err, said = 0, said_busy = 0, settle_ms = 0;
 
 	if (wait != -3) {
 		err = vd_lease_watch_new(&watch, dir);
@@ -443,9 +447,32 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys,
 		 * moment (its record closed before its locks), or a program other
 		 * than visdev holding one. Either way, look again soon.
 		 */
+		if (err == VD_EINTR && !got_signal)
+			continue; /* another signal (a child's end): try again */
+		if (err == VD_EINTR) {
+			rc = 128 + got_signal;
+			break;
+		}
 		unsettled = err == VD_EBUSY || (err == VD_ENOFIT && choice->unknown_holders);
+		if (err == VD_EBUSY && !said_busy++)
+			cli_error("waiting: %s", vd_error_last());
 		if (err == VD_EBUSY && watch)
 			goto wait;
+		if (err == VD_EBUSY) {
+			/* without --wait, a held allocation lock is waited on for a moment only */
+			if (now_seconds() >= start + BUSY_PATIENCE_S) {
+				cli_error("%s; giving up after %d s (to wait for it, use --wait)",
+					  vd_error_last(), BUSY_PATIENCE_S);
+				rc = EXIT_NONE;
+				break;
+			}
+			poll(NULL, 0, 50);
+			if (got_signal) {
+				rc = 128 + got_signal;
+				break;
+			}
+			continue;
+		}
 		if (err != VD_ENOFIT) {
 			rc = cli_library_error(err);
 			break;

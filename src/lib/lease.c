@@ -22,6 +22,7 @@
 #include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -67,6 +68,15 @@ static int flock_retry(int fd, int op)
 	return r;
 }
 
+/* Whether a record's name is one of ours: lease.*.json */
+static int is_record(const char *name)
+{
+	size_t len = strlen(name), pl = strlen(RECORD_PREFIX), sl = strlen(RECORD_SUFFIX);
+
+	return len > pl + sl && !strncmp(name, RECORD_PREFIX, pl) &&
+	       !strcmp(name + len - sl, RECORD_SUFFIX);
+}
+
 /* Refuses a directory others could tamper with: writable by them without the sticky bit. */
 static int check_dir(int fd, const char *dir)
 {
@@ -82,6 +92,42 @@ static int check_dir(int fd, const char *dir)
 				 "'chmod +t %s'",
 				 dir, dir);
 	return 0;
+}
+
+/* Whether a name in the lease directory is one visdev puts there. */
+static int is_own_name(const char *name)
+{
+	size_t len = strlen(name);
+
+	return !strcmp(name, ".") || !strcmp(name, "..") || !strcmp(name, ALLOC_LOCK) ||
+	       (len > 5 && !strcmp(name + len - 5, ".lock")) || is_record(name);
+}
+
+/*
+ * Refuses a directory that holds files visdev did not put there
+ * (VISDEV_LEASE_DIR=/, say): lock files would be created among them.
+ */
+static int check_contents(int fd, const char *dir)
+{
+	int scan = dup(fd), err = 0;
+	struct dirent *e;
+	DIR *d;
+
+	if (scan < 0 || !(d = fdopendir(scan))) {
+		if (scan >= 0)
+			close(scan);
+		return error_set(VD_EIO, "cannot read lease directory '%s': %s", dir,
+				 strerror(errno));
+	}
+	while (!err && (e = readdir(d)))
+		if (!is_own_name(e->d_name))
+			err = error_set(VD_EPERM,
+					"lease directory '%s' holds '%s', which is not visdev's: "
+					"refusing to put lock files among other files; set "
+					"VISDEV_LEASE_DIR to a directory of its own",
+					dir, e->d_name);
+	closedir(d);
+	return err;
 }
 
 /* Opens (creating it, shared by all users, if missing) and checks the lease directory. */
@@ -126,6 +172,8 @@ static int dir_open(int *out, const char *dir)
 				 dir, strerror(errno), dir);
 	}
 	err = check_dir(fd, dir);
+	if (!err)
+		err = check_contents(fd, dir);
 	if (err) {
 		close(fd);
 		return err;
@@ -134,29 +182,62 @@ static int dir_open(int *out, const char *dir)
 	return 0;
 }
 
-/* Opens a lock file in the directory, never through a link. */
+/* "alice", or "uid 1234", for a file's owner. */
+static void owner_name(char *out, size_t n, uid_t uid)
+{
+	struct passwd *pw = getpwuid(uid);
+
+	if (pw)
+		snprintf(out, n, "%s", pw->pw_name);
+	else
+		snprintf(out, n, "uid %u", (unsigned)uid);
+}
+
+/*
+ * Opens a lock file in the directory: never through a link, never blocking
+ * (a FIFO planted under its name is refused, not waited on), and only a
+ * regular file. The message names the file and the fix.
+ */
 static int lock_open(int *out, int dfd, const char *dir, const char *name)
 {
 	struct stat st;
+	char owner[48];
 	int fd;
 
 	*out = -1;
-	fd = openat(dfd, name, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	fd = openat(dfd, name, O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
 	if (fd < 0) {
-		if (errno == ELOOP)
-			return error_set(
-				VD_EPERM,
-				"lock file '%s/%s' is a symbolic link: refusing it; remove it", dir,
-				name);
-		return error_set(errno == EACCES ? VD_EPERM : VD_EIO,
-				 "cannot open lock file '%s/%s': %s; ask its owner or an "
-				 "administrator to make it readable by all ('chmod 644')",
-				 dir, name, strerror(errno));
+		int e = errno, known = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+
+		/* what is there says more than errno: kernels differ on links in sticky folders */
+		owner_name(owner, sizeof(owner), known ? st.st_uid : geteuid());
+		if (e == ELOOP || (known && S_ISLNK(st.st_mode)))
+			return error_set(VD_EPERM,
+					 "lock file '%s/%s' is a symbolic link: refusing it; "
+					 "'%s' or an administrator should remove it",
+					 dir, name, owner);
+		if (e == EISDIR || (known && S_ISDIR(st.st_mode)))
+			return error_set(VD_EPERM,
+					 "lock file '%s/%s' is a directory: '%s' or an "
+					 "administrator should remove it",
+					 dir, name, owner);
+		if (known && !S_ISREG(st.st_mode))
+			return error_set(VD_EPERM,
+					 "lock file '%s/%s' is not a regular file: refusing it; "
+					 "'%s' or an administrator should remove it",
+					 dir, name, owner);
+		return error_set(e == EACCES ? VD_EPERM : VD_EIO,
+				 "cannot open lock file '%s/%s': %s; '%s' or an administrator "
+				 "should make it readable by all ('chmod 644')",
+				 dir, name, strerror(e), owner);
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		owner_name(owner, sizeof(owner), st.st_uid);
 		close(fd);
-		return error_set(VD_EPERM, "lock file '%s/%s' is not a regular file: refusing it",
-				 dir, name);
+		return error_set(VD_EPERM,
+				 "lock file '%s/%s' is not a regular file: refusing it; '%s' or an "
+				 "administrator should remove it",
+				 dir, name, owner);
 	}
 	if (st.st_uid == geteuid() && (st.st_mode & 0444) != 0444)
 		fchmod(fd, 0644); /* flock needs only read access: let every user open it */
@@ -164,20 +245,121 @@ static int lock_open(int *out, int dfd, const char *dir, const char *name)
 	return 0;
 }
 
-/* Takes the allocation lock, under which devices are chosen and locked and records made. */
+/*
+ * Whether fd is still the file the directory has under name: one removed
+ * or replaced between opening and locking is not the lock others see.
+ */
+static int still_there(int fd, int dfd, const char *name)
+{
+	struct stat a, b;
+
+	return fstat(fd, &a) == 0 && fstatat(dfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/*
+ * Locks name in the directory (op: LOCK_EX or LOCK_SH, with LOCK_NB or
+ * not): opened, locked, and opened again if the file was replaced
+ * meanwhile. Returns 0, VD_EBUSY when held (LOCK_NB), or lock_open's error.
+ */
+static int lock_take(int *out, int dfd, const char *dir, const char *name, int op)
+{
+	for (int tries = 0;; tries++) {
+		int err = lock_open(out, dfd, dir, name);
+
+		if (err)
+			return err;
+		if (flock_retry(*out, op) < 0) {
+			err = errno == EWOULDBLOCK ? VD_EBUSY :
+						     error_set(VD_EIO, "cannot lock '%s/%s': %s",
+							       dir, name, strerror(errno));
+			close(*out);
+			*out = -1;
+			return err;
+		}
+		if (still_there(*out, dfd, name) || tries == 8)
+			return 0;
+		close(*out);
+	}
+}
+
+/*
+ * Who holds the lock on fd, from /proc/locks: "pid 4242 (bob, flock)", or
+ * "a process this system does not name" when the kernel does not say.
+ */
+static void lock_holder(char *out, size_t n, int fd)
+{
+	char line[256], path[64], comm[64] = "?", owner[48] = "?";
+	unsigned maj, min;
+	unsigned long ino;
+	struct stat st;
+	long pid = -1;
+	FILE *f;
+
+	snprintf(out, n, "a process this system does not name");
+	if (fstat(fd, &st) < 0 || !(f = fopen("/proc/locks", "re")))
+		return;
+	while (pid < 0 && fgets(line, sizeof(line), f)) {
+		long p;
+
+		/* "1: FLOCK  ADVISORY  WRITE 4242 08:02:131074 0 EOF" */
+		if (sscanf(line, "%*s FLOCK %*s %*s %ld %x:%x:%lu", &p, &maj, &min, &ino) == 4 &&
+		    ino == st.st_ino && maj == major(st.st_dev) && min == minor(st.st_dev))
+			pid = p;
+	}
+	fclose(f);
+	if (pid <= 0)
+		return;
+	snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
+	if ((f = fopen(path, "re"))) {
+		if (fgets(comm, sizeof(comm), f))
+			comm[strcspn(comm, "\n")] = '\0';
+		fclose(f);
+	}
+	snprintf(path, sizeof(path), "/proc/%ld", pid);
+	if (stat(path, &st) == 0)
+		owner_name(owner, sizeof(owner), st.st_uid);
+	snprintf(out, n, "pid %ld (%s, %s)", pid, owner, comm);
+}
+
+/* How long to wait for the allocation lock before saying who holds it; visdev holds it for
+ * milliseconds. */
+#define ALLOC_PATIENCE_MS 250
+
+/*
+ * Takes the allocation lock, under which devices are chosen and locked and
+ * records made. Never blocks for long: while another holds it, tries again
+ * every few milliseconds for ALLOC_PATIENCE_MS, then gives up with VD_EBUSY
+ * naming the holder; a signal ends the wait at once (VD_EINTR).
+ */
 static int alloc_lock(int *out, int dfd, const char *dir)
 {
-	int err = lock_open(out, dfd, dir, ALLOC_LOCK);
+	int err, waited = 0, step = 1;
 
-	if (err)
-		return err;
-	if (flock_retry(*out, LOCK_EX) < 0) {
-		err = error_set(VD_EIO, "cannot take the allocation lock in '%s': %s", dir,
-				strerror(errno));
-		close(*out);
-		*out = -1;
+	for (;;) {
+		err = lock_take(out, dfd, dir, ALLOC_LOCK, LOCK_EX | LOCK_NB);
+		if (err != VD_EBUSY)
+			return err;
+		if (waited >= ALLOC_PATIENCE_MS) {
+			char who[160];
+
+			err = lock_open(out, dfd, dir, ALLOC_LOCK);
+			lock_holder(who, sizeof(who), *out);
+			if (!err)
+				close(*out);
+			*out = -1;
+			return error_set(VD_EBUSY,
+					 "the allocation lock '%s/" ALLOC_LOCK
+					 "' has been held for "
+					 "more than %d ms by %s",
+					 dir, ALLOC_PATIENCE_MS, who);
+		}
+		if (poll(NULL, 0, step) < 0 && errno == EINTR)
+			return error_set(VD_EINTR,
+					 "interrupted while waiting for the allocation lock");
+		waited += step;
+		step = step < 32 ? step * 2 : 32;
 	}
-	return err;
 }
 
 /* The lock file's name for a device UUID ('/' of old MIG names made harmless). */
@@ -268,13 +450,53 @@ static int record_read(struct vd_leases *l, int fd)
 	return lease_record_parse(l, buf, len);
 }
 
-/* Whether a record's name is one of ours: lease.*.json */
-static int is_record(const char *name)
+/*
+ * Whether the lock of the holder's device is held as the holder says: a
+ * record is believed only as far as the locks vouch for it. The probe is
+ * a new open file description, so it conflicts with every holder's lock,
+ * this process's own included.
+ */
+static int lock_vouches(int dfd, const struct vd_lease_holder *h)
 {
-	size_t len = strlen(name), pl = strlen(RECORD_PREFIX), sl = strlen(RECORD_SUFFIX);
+	char name[VD_UUID_MAX + 8];
+	struct stat st;
+	int fd, held;
 
-	return len > pl + sl && !strncmp(name, RECORD_PREFIX, pl) &&
-	       !strcmp(name + len - sl, RECORD_SUFFIX);
+	lock_name(name, sizeof(name), h->uuid);
+	fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	/* an exclusive lease blocks a shared probe; a shared one, an exclusive probe */
+	held = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	       flock(fd, (h->mode == VD_LEASE_SHARED ? LOCK_EX : LOCK_SH) | LOCK_NB) < 0 &&
+	       errno == EWOULDBLOCK;
+	close(fd); /* lets go of the probe's lock, if it got one */
+	return held;
+}
+
+/*
+ * Makes the holders from first on what the system vouches for: the owner
+ * is the record file's, whatever the record says, and a holder counts only
+ * while its device's lock is held.
+ */
+static void holders_vouch(struct vd_leases *l, size_t first, int dfd, uid_t owner)
+{
+	struct passwd *pw = getpwuid(owner);
+	size_t kept = first;
+
+	for (size_t i = first; i < l->n; i++) {
+		struct vd_lease_holder *h = &l->holders[i];
+
+		if (!lock_vouches(dfd, h))
+			continue;
+		h->uid = (uint32_t)owner;
+		if (pw)
+			vd_utf8_copy(h->user, pw->pw_name, sizeof(h->user));
+		else
+			snprintf(h->user, sizeof(h->user), "uid %u", (unsigned)owner);
+		l->holders[kept++] = *h;
+	}
+	l->n = kept;
 }
 
 /*
@@ -295,6 +517,7 @@ static int records_read(struct vd_leases *l, int dfd, int tidy)
 	rewinddir(d);
 	while (!err && (e = readdir(d))) {
 		struct stat st;
+		size_t first;
 		int fd;
 
 		if (!is_record(e->d_name))
@@ -314,7 +537,10 @@ static int records_read(struct vd_leases *l, int dfd, int tidy)
 			close(fd);
 			continue;
 		}
+		first = l->n;
 		err = record_read(l, fd);
+		if (!err)
+			holders_vouch(l, first, dfd, st.st_uid);
 		close(fd);
 	}
 	closedir(d);
@@ -419,8 +645,12 @@ void vd_leases_free(struct vd_leases *leases)
 	free(leases);
 }
 
-/* Counts a device held by a lock without a record (a lease being torn down, say). */
-static int add_unknown_holder(struct vd_leases *l, const char *uuid, int exclusive)
+/*
+ * Counts a device as held without a lease record: its lock is held (a lease
+ * being torn down, a program other than visdev), or its lock file cannot be
+ * used (why says so, and the fix). Such a holder has no pid.
+ */
+static int add_unknown_holder(struct vd_leases *l, const char *uuid, int exclusive, const char *why)
 {
 	struct vd_lease_holder *grown = realloc(l->holders, (l->n + 1) * sizeof(*grown));
 
@@ -431,7 +661,7 @@ static int add_unknown_holder(struct vd_leases *l, const char *uuid, int exclusi
 	str_copy(grown[l->n].uuid, uuid, sizeof(grown[l->n].uuid));
 	grown[l->n].mode = exclusive ? VD_LEASE_EXCLUSIVE : VD_LEASE_SHARED;
 	str_copy(grown[l->n].user, "?", sizeof(grown[l->n].user));
-	str_copy(grown[l->n].command, "holder unknown", sizeof(grown[l->n].command));
+	vd_utf8_copy(grown[l->n].command, why, sizeof(grown[l->n].command));
 	l->n++;
 	return 0;
 }
@@ -539,8 +769,9 @@ static void lease_unlock(struct vd_lease *l)
 
 /*
  * Tries to lock the chosen devices. Returns 0 when all are locked, or 1
- * (after letting go of those taken) when one was held by someone without
- * a record, which is then counted in leases.
+ * (after letting go of those taken) when one was held by someone without a
+ * record, or its lock file could not be used: that device is then counted
+ * as held in leases, so that one bad file costs one device, not the machine.
  */
 static int lock_choice(struct vd_lease *l, struct vd_leases *leases, const struct vd_system *sys,
 		       const struct vd_choice *choice, int exclusive)
@@ -559,15 +790,18 @@ static int lock_choice(struct vd_lease *l, struct vd_leases *leases, const struc
 		int fd;
 
 		lock_name(name, sizeof(name), uuid);
-		err = lock_open(&fd, l->dir_fd, l->dir, name);
-		if (err) {
-			lease_unlock(l);
+		err = lock_take(&fd, l->dir_fd, l->dir, name,
+				(exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB);
+		if (err == VD_ENOMEM)
 			return err;
-		}
-		if (flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) < 0) {
-			close(fd);
+		if (err) {
+			/* held (a shared request finds it held exclusively), or unusable */
 			lease_unlock(l);
-			err = add_unknown_holder(leases, uuid, errno == EWOULDBLOCK);
+			err = add_unknown_holder(leases, uuid, 1,
+						 err == VD_EBUSY ?
+							 "holder unknown: locked without a "
+							 "lease record" :
+							 vd_error_last());
 			return err ? err : 1;
 		}
 		l->devices[l->ndevices] = choice->devices[i];

@@ -68,6 +68,8 @@
  *   GPU 2: NVIDIA GeForce RTX 3090 does not match 'A100'
  *   GPU 3: leased by alice (pid 4242, python train.py) since 10:02
  *   GPU 3: shared lease by bob (pid 5000, python eval.py, 8.0 GiB) since 09:15 and 1 more
+ *   GPU 3: holder unknown: locked without a lease record
+ *   GPU 3: lock file '/dev/shm/visdev-leases/GPU-....lock' is a directory: ...
  *   GPU 0: busy with 1 process visdev did not start (pid 31842 python)
  *   GPU 2: 97% utilised, at most 50% asked
  *   GPU 4: utilisation unknown, at most 50% asked
@@ -328,6 +330,11 @@ static void describe_lease(char *buf, size_t size, const struct unit *u)
 	char who[48], what[320], since[32] = "", more[48] = "";
 	size_t len;
 
+	if (h->pid <= 0) {
+		/* no lease record: a lock held by another program, or a lock file unusable */
+		snprintf(buf, size, "%.255s", h->command);
+		return;
+	}
 	if (h->user[0])
 		snprintf(who, sizeof(who), "%.31s", h->user);
 	else

@@ -55,3 +55,42 @@ gone() {
 	state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 0
 	[ -z "$state" ] || [ "$state" = Z ] || [ "$state" = X ]
 }
+
+# Two real Unix users, visdev-alice and visdev-bob, for the rules about other
+# users: created when the tests run as root (as CI does); otherwise the test
+# is skipped, and says why. Points VISDEV_LEASE_DIR at a directory both can
+# reach (root's, mode 1777), and works from the folder above it.
+two_users() {
+	[ "$(id -u)" -eq 0 ] || skip "needs root to create two Unix users (CI runs as root)"
+	for u in visdev-alice visdev-bob; do
+		id "$u" >/dev/null 2>&1 ||
+			useradd --system --user-group --no-create-home --shell /bin/sh "$u" ||
+			skip "cannot create the Unix user $u"
+	done
+	SHARED=$(mktemp -d /tmp/visdev-shared.XXXXXX)
+	chmod 755 "$SHARED"
+	cp "$FIXTURES"/*.json "$SHARED/"
+	chmod 644 "$SHARED"/*.json
+	# as an administrator sets one up: owned by root, shared by all
+	install -d -m 1777 "$SHARED/leases" "$SHARED/cache"
+	export VISDEV_LEASE_DIR=$SHARED/leases XDG_CACHE_HOME=$SHARED/cache
+	cd "$SHARED" || return 1
+}
+
+# Runs a command as user $1 (visdev-alice or visdev-bob), environment kept;
+# in place of the shell that calls it, so that `as_user ... &` gives $! the
+# command's own pid.
+as_user() {
+	local u=$1
+	shift
+	exec setpriv --reuid="$u" --regid="$u" --clear-groups -- "$@"
+}
+
+teardown() {
+	if [ -n "${SHARED:-}" ]; then
+		pkill -KILL -u visdev-alice 2>/dev/null
+		pkill -KILL -u visdev-bob 2>/dev/null
+		rm -rf "$SHARED"
+	fi
+	return 0
+}
