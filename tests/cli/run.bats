@@ -588,3 +588,19 @@ G0=GPU-3c1a7e90-4b1e-4c7a-9d2f-6e8a1b3c5d70 # eight.json's GPU 0
 	run as_user visdev-alice "$VISDEV" --fixture eight.json run -n 7 -- true
 	assert_status 0
 }
+
+@test "a lease directory that holds other files than visdev's is refused, so / never gets lock files" {
+	VISDEV_LEASE_DIR=/ run one run -- true
+	assert_status 1
+	assert_output_has "lease directory '/' holds '"
+	assert_output_has "which is not visdev's"
+	[ ! -e /GPU-9f8e7d6c-5b4a-4938-8271-605f4e3d2c1b.lock ] && [ ! -e /.alloc.lock ]
+	mkdir -p "$VISDEV_LEASE_DIR"
+	touch "$VISDEV_LEASE_DIR/notes.txt"
+	run one leases
+	assert_status 1
+	assert_output_has "holds 'notes.txt'"
+	rm "$VISDEV_LEASE_DIR/notes.txt"
+	run one run -- true
+	assert_status 0
+}
