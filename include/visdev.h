@@ -443,6 +443,14 @@ struct vd_leases {
 VD_API const char *vd_lease_dir(void);
 
 /*
+ * The owner (uid) of the lease directory dir, so that a caller can warn
+ * when an ordinary user other than itself owns it: a directory's owner may
+ * remove anyone's files in it, sticky bit or not, and with them the leases.
+ * Errors: VD_ENOTFOUND when dir does not exist (yet), VD_EIO.
+ */
+VD_API int vd_lease_dir_owner(uint32_t *out, const char *dir);
+
+/*
  * Reads the live leases in dir (created, shared by all users, if missing).
  * sys, when not NULL, is used to tell how much of each shared reservation
  * the job has not yet allocated. A directory that others could tamper with

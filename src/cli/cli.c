@@ -2,6 +2,7 @@
  * cli.c - helpers every command uses.
  */
 #include <errno.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -420,11 +421,32 @@ json_t *cli_json_lease(const struct vd_lease_holder *h)
 	char since[32];
 
 	cli_format_time(since, sizeof(since), h->since);
-	return json_pack("{s:s, s:I, s:s, s:s, s:s, s:o}", "user", h->user, "pid",
-			 (json_int_t)h->pid, "command", h->command, "since", since, "mode",
-			 h->mode == VD_LEASE_SHARED ? "shared" : "exclusive", "mem_mib",
+	return json_pack("{s:o, s:I, s:o, s:s, s:s, s:o}", "user", cli_json_str(h->user), "pid",
+			 (json_int_t)h->pid, "command", cli_json_str(h->command), "since", since,
+			 "mode", h->mode == VD_LEASE_SHARED ? "shared" : "exclusive", "mem_mib",
 			 h->mode == VD_LEASE_SHARED ? json_integer((json_int_t)h->mem_mib) :
 						      json_null());
+}
+
+const char *cli_lease_dir(void)
+{
+	static int checked;
+	const char *dir = vd_lease_dir();
+	struct passwd *pw;
+	uint32_t owner;
+	char name[32];
+
+	if (checked++ || vd_lease_dir_owner(&owner, dir) || owner == 0 || owner == geteuid())
+		return dir;
+	pw = getpwuid((uid_t)owner);
+	if (pw)
+		snprintf(name, sizeof(name), "%s", pw->pw_name);
+	else
+		snprintf(name, sizeof(name), "uid %u", owner);
+	cli_error("warning: the lease directory %s belongs to the user %s, who can remove "
+		  "anyone's leases in it; an administrator fixes that with: sudo chown root: %s",
+		  dir, name, dir);
+	return dir;
 }
 
 int cli_note_own_leases(const struct vd_system *sys)
@@ -433,7 +455,7 @@ int cli_note_own_leases(const struct vd_system *sys)
 	pid_t group = getpgrp();
 	size_t own = 0;
 
-	if (!getenv("VISDEV_LEASE") || vd_leases_read(&leases, vd_lease_dir(), sys))
+	if (!getenv("VISDEV_LEASE") || vd_leases_read(&leases, cli_lease_dir(), sys))
 		return 0;
 	for (size_t i = 0; i < leases->n; i++)
 		own += leases->holders[i].pgid == group;

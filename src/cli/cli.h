@@ -182,6 +182,13 @@ int cli_note_own_leases(const struct vd_system *sys);
 /* Prints the reasons no GPU fitted, one "  GPU 3: ..." line each, to stderr. */
 void cli_print_reasons(const struct vd_choice *choice);
 
+/*
+ * The lease directory, as vd_lease_dir() names it. The first call in a
+ * command warns on stderr, with the fix, when the directory belongs to an
+ * ordinary user other than the caller: its owner can remove every lease.
+ */
+const char *cli_lease_dir(void);
+
 /* A lease as JSON: {"user", "pid", "command", "since", "mode", "mem_mib"}. */
 json_t *cli_json_lease(const struct vd_lease_holder *h);
 

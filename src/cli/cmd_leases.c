@@ -58,7 +58,7 @@ int cmd_leases(int argc, char **argv)
 	if (vd_backend_open(&b, &bopts) == 0)
 		vd_backend_snapshot(&sys, b);
 	vd_backend_free(b);
-	err = vd_leases_read(&leases, vd_lease_dir(), sys);
+	err = vd_leases_read(&leases, cli_lease_dir(), sys);
 	if (err) {
 		rc = cli_library_error(err);
 		goto out;
@@ -79,11 +79,11 @@ int cmd_leases(int argc, char **argv)
 			json_array_append_new(a, o);
 		}
 		rc = cli_print_json(
-			json_pack("{s:s, s:o}", "lease_dir", vd_lease_dir(), "leases", a));
+			json_pack("{s:s, s:o}", "lease_dir", cli_lease_dir(), "leases", a));
 		goto out;
 	}
 	if (!leases->n) {
-		printf("no leases in %s\n", vd_lease_dir());
+		printf("no leases in %s\n", cli_lease_dir());
 		goto out;
 	}
 	printf("%-20s  %-10s  %7s  %-24s  %-15s  %s\n", "DEVICE", "USER", "PID", "SINCE", "MODE",

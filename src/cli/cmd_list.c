@@ -294,7 +294,7 @@ int cmd_list(int argc, char **argv)
 	if (rc)
 		goto out;
 	/* the GPUs are worth listing even when the lease directory cannot be read */
-	lease_err = vd_leases_read(&leases, vd_lease_dir(), sys);
+	lease_err = vd_leases_read(&leases, cli_lease_dir(), sys);
 	if (lease_err)
 		cli_error("leases unknown: %s", vd_error_last());
 	if (g.json) {

@@ -122,7 +122,7 @@ int cmd_pick(int argc, char **argv)
 	rc = cli_resolve_env(&parent, sys, 1);
 	if (rc)
 		goto out;
-	err = vd_leases_read(&leases, vd_lease_dir(), sys);
+	err = vd_leases_read(&leases, cli_lease_dir(), sys);
 	if (err) {
 		rc = cli_library_error(err);
 		goto out;

@@ -557,7 +557,7 @@ int cmd_run(int argc, char **argv)
 	struct vd_resolution *parent = NULL;
 	const struct vd_device_ref *devs;
 	char *value = NULL, *program = NULL, *cmdline = NULL, **sh_argv = NULL;
-	const char *dir = vd_lease_dir();
+	const char *dir = cli_lease_dir();
 	double wait = -3; /* -3: do not wait; -1: for ever */
 	size_t ndevs;
 	int opt, rc = -1;

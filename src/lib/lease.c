@@ -624,6 +624,18 @@ static int leases_read_fd(struct vd_leases **out, int dfd, const struct vd_syste
 	return 0;
 }
 
+int vd_lease_dir_owner(uint32_t *out, const char *dir)
+{
+	struct stat st;
+
+	*out = 0;
+	if (lstat(dir, &st) < 0)
+		return error_set(errno == ENOENT ? VD_ENOTFOUND : VD_EIO,
+				 "cannot stat lease directory '%s': %s", dir, strerror(errno));
+	*out = (uint32_t)st.st_uid;
+	return 0;
+}
+
 int vd_leases_read(struct vd_leases **out, const char *dir, const struct vd_system *sys)
 {
 	int dfd, err;
