@@ -96,6 +96,11 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(STATIC_LIB) $(wildcard tests/unit/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS) -lcmocka
 
+# The escaping of text output lives in the program, not the library.
+$(BUILD)/tests/unit/test_quote: tests/unit/test_quote.c src/cli/quote.c src/cli/quote.h
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -Isrc/cli $(LDFLAGS) -o $@ $< src/cli/quote.c -lcmocka
+
 # The GPU check's program: built with the tests so that it never rots.
 $(BUILD)/tests/gpu/check: tests/gpu/check.c $(STATIC_LIB)
 	@mkdir -p $(@D)

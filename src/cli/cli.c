@@ -70,7 +70,7 @@ void cli_error(const char *fmt, ...)
 
 	fputs("visdev: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	cli_vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
 }
@@ -211,12 +211,12 @@ void cli_print_device(const struct vd_system *sys, struct vd_device_ref d, int n
 		char label[64];
 
 		mig_label(label, sizeof(label), m);
-		printf("GPU %u  %-*s  %s  %s\n", gpu->index, name_width, label, m->uuid,
-		       gpu->pci_bus_id);
+		cli_printf("GPU %u  %-*s  %s  %s\n", gpu->index, name_width, label, m->uuid,
+			   gpu->pci_bus_id);
 		return;
 	}
-	printf("GPU %u  %-*s  %s  %s%s\n", gpu->index, name_width, gpu->name, gpu->uuid,
-	       gpu->pci_bus_id, gpu->lost ? "  (lost: fell off the bus)" : "");
+	cli_printf("GPU %u  %-*s  %s  %s%s\n", gpu->index, name_width, gpu->name, gpu->uuid,
+		   gpu->pci_bus_id, gpu->lost ? "  (lost: fell off the bus)" : "");
 }
 
 int cli_parse_index_list(unsigned **out, size_t *nout, const char *option, const char *text)
@@ -274,7 +274,7 @@ int cli_resolve_env(struct vd_resolution **out, const struct vd_system *sys, int
 void cli_print_notes(char *const *notes, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		printf("note: %s\n", notes[i]);
+		cli_printf("note: %s\n", notes[i]);
 }
 
 void cli_select_init(struct cli_select *s)
@@ -402,7 +402,7 @@ int cli_child_value(char **out, const struct vd_system *sys, const struct vd_res
 void cli_print_reasons(const struct vd_choice *choice)
 {
 	for (size_t i = 0; choice && i < choice->nreasons; i++)
-		fprintf(stderr, "  %s\n", choice->reasons[i]);
+		cli_fprintf(stderr, "  %s\n", choice->reasons[i]);
 }
 
 void cli_format_time(char *buf, size_t n, int64_t t)

@@ -8,6 +8,7 @@
 #include <getopt.h>
 #include <jansson.h>
 
+#include "quote.h"
 #include "visdev.h"
 
 /* Exit codes, documented in visdev(1). */

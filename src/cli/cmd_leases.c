@@ -83,11 +83,11 @@ int cmd_leases(int argc, char **argv)
 		goto out;
 	}
 	if (!leases->n) {
-		printf("no leases in %s\n", cli_lease_dir());
+		cli_printf("no leases in %s\n", cli_lease_dir());
 		goto out;
 	}
-	printf("%-20s  %-10s  %7s  %-24s  %-15s  %s\n", "DEVICE", "USER", "PID", "SINCE", "MODE",
-	       "COMMAND");
+	cli_printf("%-20s  %-10s  %7s  %-24s  %-15s  %s\n", "DEVICE", "USER", "PID", "SINCE",
+		   "MODE", "COMMAND");
 	for (size_t i = 0; i < leases->n; i++) {
 		const struct vd_lease_holder *h = &leases->holders[i];
 		char label[VD_UUID_MAX + 32], since[32], mode[32];
@@ -99,8 +99,8 @@ int cmd_leases(int argc, char **argv)
 			snprintf(mode, sizeof(mode), "shared %.1f GiB", h->mem_mib / 1024.0);
 		else
 			snprintf(mode, sizeof(mode), "exclusive");
-		printf("%-20s  %-10s  %7d  %-24s  %-15s  %s\n", label, h->user, (int)h->pid, since,
-		       mode, h->command);
+		cli_printf("%-20s  %-10s  %7d  %-24s  %-15s  %s\n", label, h->user, (int)h->pid,
+			   since, mode, h->command);
 	}
 out:
 	vd_leases_free(leases);

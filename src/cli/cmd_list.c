@@ -184,11 +184,11 @@ static void print_leases(const struct vd_leases *leases, const char *uuid)
 			continue;
 		cli_format_time(since, sizeof(since), h->since);
 		if (h->mode == VD_LEASE_SHARED)
-			printf("       leased by %s (pid %d, %s) since %s, sharing %.1f GiB\n",
-			       h->user, (int)h->pid, h->command, since, h->mem_mib / 1024.0);
+			cli_printf("       leased by %s (pid %d, %s) since %s, sharing %.1f GiB\n",
+				   h->user, (int)h->pid, h->command, since, h->mem_mib / 1024.0);
 		else
-			printf("       leased by %s (pid %d, %s) since %s\n", h->user, (int)h->pid,
-			       h->command, since);
+			cli_printf("       leased by %s (pid %d, %s) since %s\n", h->user,
+				   (int)h->pid, h->command, since);
 	}
 }
 
@@ -197,8 +197,8 @@ static void print_table(const struct vd_system *sys, const struct vd_resolution 
 {
 	int w = cli_name_width(sys);
 
-	printf("GPU  %-*s  %-17s  %4s  %4s  %5s  %-20s  %s\n", w, "NAME", "MEMORY USED/TOTAL",
-	       "UTIL", "TEMP", "POWER", "PROCESSES", "CUDA");
+	cli_printf("GPU  %-*s  %-17s  %4s  %4s  %5s  %-20s  %s\n", w, "NAME", "MEMORY USED/TOTAL",
+		   "UTIL", "TEMP", "POWER", "PROCESSES", "CUDA");
 	for (size_t i = 0; i < sys->ngpus; i++) {
 		const struct vd_gpu *g = &sys->gpus[i];
 		struct vd_device_ref ref = { (unsigned)i, -1 };
@@ -206,8 +206,8 @@ static void print_table(const struct vd_system *sys, const struct vd_resolution 
 
 		format_cuda(cuda, sizeof(cuda), res, ref);
 		if (g->lost) {
-			printf("%3u  %-*s  lost: fell off the bus, never chosen  %s\n", g->index, w,
-			       g->name[0] ? g->name : g->uuid, cuda);
+			cli_printf("%3u  %-*s  lost: fell off the bus, never chosen  %s\n",
+				   g->index, w, g->name[0] ? g->name : g->uuid, cuda);
 			continue;
 		}
 		format_memory(mem, sizeof(mem), g->fields & VD_GPU_MEMORY, g->memory_used_mib,
@@ -219,9 +219,9 @@ static void print_table(const struct vd_system *sys, const struct vd_resolution 
 		snprintf(power, sizeof(power), g->fields & VD_GPU_POWER ? "%u W" : "?",
 			 (g->power_mw + 500) / 1000);
 		format_processes(procs, sizeof(procs), g);
-		printf("%3u  %-*s  %-17s  %4s  %4s  %5s  %-20s  %s\n", g->index, w, g->name, mem,
-		       util, temp, power, procs,
-		       g->mig_mode && !vd_resolution_dropped(res, ref) ? "MIG mode" : cuda);
+		cli_printf("%3u  %-*s  %-17s  %4s  %4s  %5s  %-20s  %s\n", g->index, w, g->name,
+			   mem, util, temp, power, procs,
+			   g->mig_mode && !vd_resolution_dropped(res, ref) ? "MIG mode" : cuda);
 		print_leases(leases, g->uuid);
 		for (size_t m = 0; m < g->nmig; m++) {
 			const struct vd_mig *mi = &g->mig[m];
@@ -233,8 +233,8 @@ static void print_table(const struct vd_system *sys, const struct vd_resolution 
 				      mi->memory_used_mib, mi->memory_total_mib);
 			format_cuda(cuda, sizeof(cuda), res,
 				    (struct vd_device_ref){ (unsigned)i, (int)m });
-			printf("%3s  %-*s  %-17s  %4s  %4s  %5s  %-20s  %s\n", "", w, label, mem,
-			       "", "", "", mi->uuid, cuda);
+			cli_printf("%3s  %-*s  %-17s  %4s  %4s  %5s  %-20s  %s\n", "", w, label,
+				   mem, "", "", "", mi->uuid, cuda);
 			print_leases(leases, mi->uuid);
 		}
 	}
@@ -255,23 +255,23 @@ static void print_mapping(const struct vd_system *sys, const struct vd_resolutio
 	const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
 	const char *order = getenv("CUDA_DEVICE_ORDER");
 
-	printf("\n");
+	cli_printf("\n");
 	if (!cvd && !system_has_mig(sys))
-		printf("CUDA_VISIBLE_DEVICES is unset: CUDA sees all %zu GPUs", sys->ngpus);
+		cli_printf("CUDA_VISIBLE_DEVICES is unset: CUDA sees all %zu GPUs", sys->ngpus);
 	else if (!cvd)
-		printf("CUDA_VISIBLE_DEVICES is unset: CUDA sees %zu of %zu devices", res->ndevices,
-		       res->ndevices + res->ndropped);
+		cli_printf("CUDA_VISIBLE_DEVICES is unset: CUDA sees %zu of %zu devices",
+			   res->ndevices, res->ndevices + res->ndropped);
 	else if (system_has_mig(sys))
-		printf("CUDA_VISIBLE_DEVICES=%s: CUDA sees %zu device%s", cvd, res->ndevices,
-		       res->ndevices == 1 ? "" : "s");
+		cli_printf("CUDA_VISIBLE_DEVICES=%s: CUDA sees %zu device%s", cvd, res->ndevices,
+			   res->ndevices == 1 ? "" : "s");
 	else
-		printf("CUDA_VISIBLE_DEVICES=%s: CUDA sees %zu of %zu GPUs", cvd, res->ndevices,
-		       sys->ngpus);
-	printf(", numbered %s (CUDA_DEVICE_ORDER %s%s)\n",
-	       res->order == VD_ORDER_PCI ? "in PCI bus order, as above" : "fastest first",
-	       order ? "=" : "unset", order ? order : "");
+		cli_printf("CUDA_VISIBLE_DEVICES=%s: CUDA sees %zu of %zu GPUs", cvd, res->ndevices,
+			   sys->ngpus);
+	cli_printf(", numbered %s (CUDA_DEVICE_ORDER %s%s)\n",
+		   res->order == VD_ORDER_PCI ? "in PCI bus order, as above" : "fastest first",
+		   order ? "=" : "unset", order ? order : "");
 	if (res->ndropped || (cvd && (res->stop || res->duplicate)))
-		printf("'visdev map' explains how CUDA reads the value\n");
+		cli_printf("'visdev map' explains how CUDA reads the value\n");
 }
 
 int cmd_list(int argc, char **argv)

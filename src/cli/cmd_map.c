@@ -242,32 +242,36 @@ static int print_json(const struct vd_system *sys, const struct vd_resolution *r
 static void print_explanation(const struct vd_resolution *res, const char *value)
 {
 	if (!value && !res->ndropped) {
-		printf("CUDA_VISIBLE_DEVICES is unset: CUDA sees every GPU\n");
+		cli_printf("CUDA_VISIBLE_DEVICES is unset: CUDA sees every GPU\n");
 		return;
 	}
 	if (!value) {
-		printf("CUDA_VISIBLE_DEVICES is unset: CUDA sees %zu device%s, not all %zu there "
-		       "are (the MIG rules above)\n",
-		       res->ndevices, res->ndevices == 1 ? "" : "s", res->ndevices + res->ndropped);
+		cli_printf(
+			"CUDA_VISIBLE_DEVICES is unset: CUDA sees %zu device%s, not all %zu there "
+			"are (the MIG rules above)\n",
+			res->ndevices, res->ndevices == 1 ? "" : "s",
+			res->ndevices + res->ndropped);
 		return;
 	}
 	if (!*value) {
-		printf("CUDA_VISIBLE_DEVICES is empty: CUDA sees no GPU, and the program runs on "
-		       "the CPU\n");
+		cli_printf(
+			"CUDA_VISIBLE_DEVICES is empty: CUDA sees no GPU, and the program runs on "
+			"the CPU\n");
 		return;
 	}
 	if (res->duplicate)
-		printf("elements %zu and %zu name the same device: a device named twice makes "
-		       "CUDA see no device at all\n",
-		       res->duplicate_first + 1, res->duplicate_position + 1);
+		cli_printf("elements %zu and %zu name the same device: a device named twice makes "
+			   "CUDA see no device at all\n",
+			   res->duplicate_first + 1, res->duplicate_position + 1);
 	if (res->stop)
-		printf("CUDA stops reading at element %zu of %zu, '%s': %s; it ignores that "
-		       "element and all after it\n",
-		       res->stop_position + 1, res->nelements, res->stop_token,
-		       stop_words(res->stop));
+		cli_printf("CUDA stops reading at element %zu of %zu, '%s': %s; it ignores that "
+			   "element and all after it\n",
+			   res->stop_position + 1, res->nelements, res->stop_token,
+			   stop_words(res->stop));
 	if (!res->ndevices)
-		printf("CUDA sees no GPU: torch.cuda.device_count() is 0 and the program runs on "
-		       "the CPU\n");
+		cli_printf(
+			"CUDA sees no GPU: torch.cuda.device_count() is 0 and the program runs on "
+			"the CPU\n");
 }
 
 static void print_container(const struct vd_system *sys, const char *value, int width)
@@ -284,14 +288,14 @@ static void print_container(const struct vd_system *sys, const char *value, int 
 	if (!value || vd_container_resolve(&v, sys, value))
 		return;
 	if (v->refused)
-		printf("NVIDIA_VISIBLE_DEVICES=%s: the container runtime does not start a "
-		       "container\n",
-		       value);
+		cli_printf("NVIDIA_VISIBLE_DEVICES=%s: the container runtime does not start a "
+			   "container\n",
+			   value);
 	else
-		printf("NVIDIA_VISIBLE_DEVICES=%s: %s\n", value, words[v->mode]);
+		cli_printf("NVIDIA_VISIBLE_DEVICES=%s: %s\n", value, words[v->mode]);
 	if (v->mode == VD_CONTAINER_LIST && !v->refused)
 		for (size_t i = 0; i < v->ndevices; i++) {
-			printf("  ");
+			cli_printf("  ");
 			cli_print_device(sys, v->devices[i], width);
 		}
 	cli_print_notes(v->warnings, v->nwarnings);
@@ -304,24 +308,24 @@ static void print_physical(const struct vd_system *sys, const struct vd_resoluti
 	int c = vd_resolution_cuda(res, (struct vd_device_ref){ g, -1 }), said = 0;
 
 	if (c >= 0) {
-		printf("GPU %u is cuda:%d\n", g, c);
+		cli_printf("GPU %u is cuda:%d\n", g, c);
 		return;
 	}
 	for (size_t m = 0; m < sys->gpus[g].nmig; m++) {
 		int mc = vd_resolution_cuda(res, (struct vd_device_ref){ g, (int)m });
 
 		if (mc >= 0 && !said++)
-			printf("GPU %u is in MIG mode: ", g);
+			cli_printf("GPU %u is in MIG mode: ", g);
 		if (mc >= 0)
-			printf("%sits MIG device %s is cuda:%d", said > 1 ? "; " : "",
-			       sys->gpus[g].mig[m].uuid, mc);
+			cli_printf("%sits MIG device %s is cuda:%d", said > 1 ? "; " : "",
+				   sys->gpus[g].mig[m].uuid, mc);
 	}
 	if (said)
-		printf("\n");
+		cli_printf("\n");
 	else if (is_hidden(res, g))
-		printf("GPU %u is hidden: CUDA does not see it\n", g);
+		cli_printf("GPU %u is hidden: CUDA does not see it\n", g);
 	else
-		printf("GPU %u is not enumerated by CUDA: see 'dropped' above\n", g);
+		cli_printf("GPU %u is not enumerated by CUDA: see 'dropped' above\n", g);
 }
 
 static int print_text(const struct vd_system *sys, const struct vd_resolution *res,
@@ -332,32 +336,34 @@ static int print_text(const struct vd_system *sys, const struct vd_resolution *r
 	size_t nnotes = 0;
 
 	if (value)
-		printf("CUDA_VISIBLE_DEVICES='%s'", value);
+		cli_printf("CUDA_VISIBLE_DEVICES='%s'", value);
 	else
-		printf("CUDA_VISIBLE_DEVICES unset");
-	printf(", ordinals counted %s\n",
-	       res->order == VD_ORDER_PCI ? "in PCI bus order (CUDA_DEVICE_ORDER=PCI_BUS_ID)" :
-					    "fastest first (CUDA_DEVICE_ORDER=FASTEST_FIRST, the "
-					    "default)");
+		cli_printf("CUDA_VISIBLE_DEVICES unset");
+	cli_printf(", ordinals counted %s\n",
+		   res->order == VD_ORDER_PCI ?
+			   "in PCI bus order (CUDA_DEVICE_ORDER=PCI_BUS_ID)" :
+			   "fastest first (CUDA_DEVICE_ORDER=FASTEST_FIRST, the "
+			   "default)");
 	for (size_t i = 0; i < res->ndevices; i++) {
-		printf("cuda:%zu -> ", i);
+		cli_printf("cuda:%zu -> ", i);
 		cli_print_device(sys, res->devices[i], w);
 	}
 	for (size_t i = 0; i < res->ndropped; i++) {
 		char why[256];
 
 		drop_words(why, sizeof(why), sys, &res->dropped[i]);
-		printf("%s", i ? "          " : "dropped:  ");
+		cli_printf("%s", i ? "          " : "dropped:  ");
 		cli_print_device(sys, res->dropped[i].device, w);
 		if (res->dropped[i].position == VD_NO_POSITION)
-			printf("            %s\n", why);
+			cli_printf("            %s\n", why);
 		else
-			printf("            element %zu: %s\n", res->dropped[i].position + 1, why);
+			cli_printf("            element %zu: %s\n", res->dropped[i].position + 1,
+				   why);
 	}
 	for (unsigned g = 0; g < sys->ngpus; g++) {
 		if (!is_hidden(res, g))
 			continue;
-		printf("%s", hidden++ ? "          " : "hidden:   ");
+		cli_printf("%s", hidden++ ? "          " : "hidden:   ");
 		cli_print_device(sys, (struct vd_device_ref){ g, -1 }, w);
 	}
 	print_explanation(res, value);
@@ -377,7 +383,7 @@ static int print_text(const struct vd_system *sys, const struct vd_resolution *r
 			rc = EXIT_NONE;
 			continue;
 		}
-		printf("cuda:%u is ", n);
+		cli_printf("cuda:%u is ", n);
 		cli_print_device(sys, res->devices[n], w);
 	}
 	for (size_t i = 0; i < a->nphysical; i++)

@@ -32,11 +32,11 @@ static void print_shell(int fish, const char *value)
 	const char *q = shell_safe(value) ? "" : "'";
 
 	if (fish) {
-		printf("set -gx CUDA_VISIBLE_DEVICES %s%s%s;\n", q, value, q);
-		printf("set -gx CUDA_DEVICE_ORDER PCI_BUS_ID;\n");
+		cli_printf("set -gx CUDA_VISIBLE_DEVICES %s%s%s;\n", q, value, q);
+		cli_printf("set -gx CUDA_DEVICE_ORDER PCI_BUS_ID;\n");
 	} else {
-		printf("export CUDA_VISIBLE_DEVICES=%s%s%s\n", q, value, q);
-		printf("export CUDA_DEVICE_ORDER=PCI_BUS_ID\n");
+		cli_printf("export CUDA_VISIBLE_DEVICES=%s%s%s\n", q, value, q);
+		cli_printf("export CUDA_DEVICE_ORDER=PCI_BUS_ID\n");
 	}
 }
 

@@ -484,7 +484,7 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys,
 						  "");
 			cli_print_reasons(choice);
 			if (!cli_note_own_leases(*sys) && !watch && !choice->never)
-				fprintf(stderr, "visdev: to wait until GPUs fit, use --wait\n");
+				cli_error("to wait until GPUs fit, use --wait");
 			rc = EXIT_NONE;
 			break;
 		}

@@ -55,7 +55,7 @@ int main(int argc, char **argv)
 	while (i < argc && is_global(argv[i], &takes_value))
 		i += 1 + takes_value;
 	if (i > argc) {
-		fprintf(stderr, "visdev: %s needs a value\n", argv[argc - 1]);
+		cli_error("%s needs a value", argv[argc - 1]);
 		return EXIT_USAGE;
 	}
 	if (i == argc || !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -71,7 +71,7 @@ int main(int argc, char **argv)
 			continue;
 		args = calloc((size_t)argc + 1, sizeof(*args));
 		if (!args) {
-			fprintf(stderr, "visdev: out of memory\n");
+			cli_error("out of memory");
 			return EXIT_FAIL;
 		}
 		args[0] = argv[i];
@@ -84,7 +84,8 @@ int main(int argc, char **argv)
 		free(args);
 		return rc;
 	}
-	fprintf(stderr, "visdev: '%s' is not a visdev command\n\n", argv[i]);
+	cli_error("'%s' is not a visdev command", argv[i]);
+	fputc('\n', stderr);
 	usage(stderr);
 	return EXIT_USAGE;
 }

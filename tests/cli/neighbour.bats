@@ -145,3 +145,31 @@ G0=GPU-3c1a7e90-4b1e-4c7a-9d2f-6e8a1b3c5d70 # eight.json's GPU 0
 	run --separate-stderr as_user visdev-bob "$VISDEV" --fixture eight.json list
 	[[ "$stderr" != *warning* ]]
 }
+
+@test "escape sequences in another user's command reach no terminal: leases, list and pick show them escaped" {
+	two_users
+	title=$'\e]0;owned\a'
+	clear=$'\e[2J'
+	as_user visdev-bob "$VISDEV" --fixture one.json run -- sh -c "sleep 30 # $title$clear" 2>/dev/null &
+	wait_for eval '[ "$(one leases --json | jq ".leases | length")" -eq 1 ]'
+	for cmd in leases list pick; do
+		run as_user visdev-alice "$VISDEV" --fixture one.json $cmd
+		[[ "$output" != *$'\e'* && "$output" != *$'\a'* ]]
+		assert_output_has '# \e]0;owned\a\e[2J'
+	done
+	# the JSON stays exact
+	run one leases --json
+	[ "$(jq -r '.leases[0].command' <<<"$output")" = "sh -c sleep 30 # $title$clear" ]
+}
+
+@test "names from a fixture are escaped in text output too" {
+	jq '.gpus[0].name = "GPU\u001b[2J\u009b31m" | .gpus[0].processes = [{"pid": 7, "name": "x\u001b]0;t\u0007", "used_memory_mib": 1}]' \
+		"$FIXTURES/one.json" >evil.json
+	run "$VISDEV" --fixture evil.json list
+	assert_status 0
+	[[ "$output" != *$'\e'* && "$output" != *$'\a'* && "$output" != *$'\xc2\x9b'* ]]
+	assert_output_has 'GPU\e[2J\xc2\x9b31m'
+	assert_output_has 'x\e]0;t\a'
+	run "$VISDEV" --fixture evil.json list --json
+	[ "$(jq -r '.gpus[0].name' <<<"$output")" = $'GPU\e[2J\xc2\x9b31m' ]
+}
