@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,6 +38,13 @@ static const char usage[] =
 /* The job's process group, for the signal handler; 0 while there is none. */
 static volatile sig_atomic_t job_pgid;
 static volatile sig_atomic_t got_signal;
+
+/*
+ * The signal visdev dies of once it has cleaned up, as shells expect: SIGINT
+ * or SIGQUIT when the job died of it, SIGINT when it stopped visdev before
+ * the job started; else 0.
+ */
+static int die_signal;
 
 /*
  * Passes a signal on to every process of the job. After SIGTERM or SIGHUP
@@ -166,65 +175,111 @@ static void give_terminal(pid_t pgid)
 	sigaction(SIGTTOU, &old, NULL);
 }
 
-/*
- * Whether a process of group pgid still lives. A zombie does not count: where
- * no init reaps orphans (a container without one), they would last for ever.
- */
-static int group_alive(pid_t pgid)
+static void close_pair(int fds[2])
 {
+	close(fds[0]);
+	close(fds[1]);
+}
+
+/*
+ * Reads the state, process group and start time (in clock ticks since
+ * boot) of process pid from /proc. Returns 0, or -1 when it is gone.
+ */
+static int proc_stat(const char *pid, char *state, int *pgrp, unsigned long long *start)
+{
+	char path[64], buf[1024], *close_paren;
+	int ok = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%s/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	/* "pid (comm) state ppid pgrp ... starttime": comm may hold anything, so from the last ')'
+	 */
+	if (fgets(buf, sizeof(buf), f) && (close_paren = strrchr(buf, ')')))
+		ok = sscanf(close_paren + 1,
+			    " %c %*d %d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d"
+			    " %*d %llu",
+			    state, pgrp, start) == 3;
+	fclose(f);
+	return ok ? 0 : -1;
+}
+
+/* The start time of process pid, 0 when unknown. */
+static unsigned long long start_time(pid_t pid)
+{
+	unsigned long long start;
+	char name[16], state;
+	int pgrp;
+
+	snprintf(name, sizeof(name), "%d", (int)pid);
+	return proc_stat(name, &state, &pgrp, &start) ? 0 : start;
+}
+
+/*
+ * Whether a process of the job's group pgid still lives; the group's
+ * leader started at leader_start (0: unknown). A zombie does not count:
+ * where no init reaps orphans (a container without one), they would last
+ * for ever. A leader's number held by a process that started at another
+ * time means the group is gone and its number was reused.
+ */
+static int group_alive(pid_t pgid, unsigned long long leader_start)
+{
+	unsigned long long start;
 	struct dirent *e;
-	int alive = 0;
+	char name[16], state;
+	int alive = 0, pgrp;
 	DIR *proc;
 
 	if (kill(-pgid, 0) < 0 && errno != EPERM)
 		return 0; /* not even a zombie: the cheap answer, and the usual one */
+	snprintf(name, sizeof(name), "%d", (int)pgid);
+	if (proc_stat(name, &state, &pgrp, &start) == 0) {
+		if (leader_start && start != leader_start)
+			return 0;
+		if (pgrp == pgid && state != 'Z' && state != 'X')
+			return 1; /* the leader itself */
+	}
 	proc = opendir("/proc");
 	if (!proc)
 		return 1;
-	while (!alive && (e = readdir(proc))) {
-		char path[300], buf[512], *close_paren, state;
-		int ppid, pgrp;
-		FILE *f;
-
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
-		f = fopen(path, "re");
-		if (!f)
-			continue;
-		/* "pid (comm) state ppid pgrp ...": comm may hold anything, so from the last ')' */
-		if (fgets(buf, sizeof(buf), f) && (close_paren = strrchr(buf, ')')) &&
-		    sscanf(close_paren + 1, " %c %d %d", &state, &ppid, &pgrp) == 3)
+	while (!alive && (e = readdir(proc)))
+		if (e->d_name[0] >= '1' && e->d_name[0] <= '9' &&
+		    proc_stat(e->d_name, &state, &pgrp, &start) == 0)
 			alive = pgrp == pgid && state != 'Z' && state != 'X';
-		fclose(f);
-	}
 	closedir(proc);
 	return alive;
 }
 
 /*
- * When the command has exited but processes of its group live on, leaves
- * a keeper holding the lease until the last of them is gone: they may have
- * closed the descriptors they inherited (Python's subprocess does), and
- * would then hold nothing. The keeper lets go of the terminal and of
- * visdev's output, so that whoever waits for those is not kept waiting.
+ * Starts the keeper: a process in a session of its own that holds the
+ * lease while any process of the job's group lives, so that the lease
+ * outlives the command and visdev itself (kill -9), even when the job's
+ * processes closed the descriptors they inherited (Python's subprocess
+ * does). It lets go of the terminal, of visdev's output and of the pipes
+ * to the job (close_fds), so that whoever waits for those is not kept waiting. Returns its pid, or
+ * -1 when it could not start (the job's own hold on the lease remains).
  */
-static void keep_lease_for_group(pid_t pgid)
+static pid_t start_keeper(struct vd_lease *lease, pid_t pgid, unsigned long long leader_start,
+			  int close_fds[2])
 {
-	struct timespec tick = { 0, 5000000 }; /* 5 ms */
+	/* the leader's end wakes the keeper at once; the others' is seen within 200 ms */
+	int leader_fd = (int)syscall(SYS_pidfd_open, pgid, 0);
 	pid_t keeper;
 	int null;
 
-	/* a group that is dying (a signal on its way to each member) is given 100 ms */
-	for (int i = 0; i < 20; i++) {
-		if (!group_alive(pgid))
-			return; /* the group is gone: nothing to keep */
-		nanosleep(&tick, NULL);
-	}
 	keeper = fork();
-	if (keeper != 0)
-		return; /* visdev goes on (or could not fork: the children's own hold remains) */
+	if (keeper != 0) {
+		if (leader_fd >= 0)
+			close(leader_fd);
+		return keeper;
+	}
 	setsid();
+	for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+		signal(forwarded[i], SIG_DFL);
+	sigprocmask(SIG_UNBLOCK, &forwarded_set, NULL);
+	close_pair(close_fds);
 	null = open("/dev/null", O_RDWR);
 	if (null >= 0) {
 		dup2(null, STDIN_FILENO);
@@ -233,16 +288,38 @@ static void keep_lease_for_group(pid_t pgid)
 		if (null > STDERR_FILENO)
 			close(null);
 	}
-	tick.tv_nsec = 200000000; /* 200 ms */
-	while (group_alive(pgid))
-		nanosleep(&tick, NULL);
+	while (group_alive(pgid, leader_start)) {
+		struct pollfd leader = { leader_fd, POLLIN, 0 };
+
+		/* without a pidfd (before Linux 5.3), poll() only sleeps */
+		if (poll(&leader, 1, 200) > 0 && leader_fd >= 0) {
+			close(leader_fd);
+			leader_fd = -1;
+		}
+	}
+	vd_lease_free(lease); /* and the record goes, if visdev is no longer there to see to it */
 	_exit(0);
 }
 
-static void close_pair(int fds[2])
+/*
+ * Once the command has exited: when its group is gone too (a group that is
+ * dying, a signal on its way to each member, is given 100 ms), ends the
+ * keeper, so that the lease is free when visdev returns. Otherwise the
+ * keeper stays, holding the lease for the processes that live on.
+ */
+static void end_keeper(pid_t keeper, pid_t pgid, unsigned long long leader_start)
 {
-	close(fds[0]);
-	close(fds[1]);
+	struct timespec tick = { 0, 5000000 }; /* 5 ms */
+
+	for (int i = 0; i < 20; i++) {
+		if (!group_alive(pgid, leader_start)) {
+			kill(keeper, SIGKILL);
+			while (waitpid(keeper, NULL, 0) < 0 && errno == EINTR)
+				;
+			return;
+		}
+		nanosleep(&tick, NULL);
+	}
 }
 
 /*
@@ -252,8 +329,9 @@ static void close_pair(int fds[2])
 static int run_job(struct vd_lease *lease, const char *program, char **argv, char **sh_argv)
 {
 	int fds[2], go[2], status = -1, child_errno = 0, own_tty, err;
+	unsigned long long leader_start;
 	sigset_t old_mask;
-	pid_t pid;
+	pid_t pid, keeper;
 	ssize_t n;
 	char byte;
 
@@ -279,6 +357,7 @@ static int run_job(struct vd_lease *lease, const char *program, char **argv, cha
 		sigprocmask(SIG_SETMASK, &old_mask, NULL);
 		close_pair(fds);
 		close_pair(go);
+		die_signal = got_signal == SIGINT ? SIGINT : 0;
 		return 128 + got_signal;
 	}
 	pid = fork();
@@ -324,6 +403,8 @@ static int run_job(struct vd_lease *lease, const char *program, char **argv, cha
 	if (own_tty)
 		give_terminal(pid);
 	err = vd_lease_set_job(lease, pid, pid);
+	leader_start = start_time(pid);
+	keeper = start_keeper(lease, pid, leader_start, (int[2]){ fds[0], go[1] });
 	close(go[1]); /* the job may start, before any note (a background write may stop us) */
 	if (err)
 		cli_error("note: the lease record still names visdev, not the job: %s",
@@ -356,8 +437,8 @@ static int run_job(struct vd_lease *lease, const char *program, char **argv, cha
 		n = read(fds[0], &child_errno, sizeof(child_errno));
 	while (n < 0 && errno == EINTR);
 	close(fds[0]);
-	if (status != -1)
-		keep_lease_for_group(pid);
+	if (status != -1 && keeper > 0)
+		end_keeper(keeper, pid, leader_start);
 	/* take the terminal back only from the job: not when in the background (bg) */
 	if (own_tty && tcgetpgrp(STDIN_FILENO) == pid)
 		give_terminal(getpgrp());
@@ -367,9 +448,33 @@ static int run_job(struct vd_lease *lease, const char *program, char **argv, cha
 	}
 	if (status == -1)
 		return EXIT_FAIL;
+	if (WIFSIGNALED(status) && (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGQUIT))
+		die_signal = WTERMSIG(status);
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return WEXITSTATUS(status);
+}
+
+/*
+ * Dies of the signal the job died of, as shells expect of a program whose
+ * child a Ctrl-C (or Ctrl-\) ended: a shell that sees visdev exit 130
+ * instead goes on with its loop or script. No core for SIGQUIT: the job's
+ * is the one that matters.
+ */
+static void die_of(int sig)
+{
+	struct rlimit no_core = { 0, 0 };
+	sigset_t set;
+
+	fflush(stdout);
+	fflush(stderr);
+	if (sig == SIGQUIT)
+		setrlimit(RLIMIT_CORE, &no_core);
+	signal(sig, SIG_DFL);
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	raise(sig);
 }
 
 /* Whether a word is a number of seconds, as --wait takes. */
@@ -614,6 +719,7 @@ int cmd_run(int argc, char **argv)
 	if (got_signal) {
 		/* asked to stop while leasing: the job is not started */
 		rc = 128 + got_signal;
+		die_signal = got_signal == SIGINT ? SIGINT : 0;
 		goto out;
 	}
 	if (rc == EXIT_NONE && sel.or_cpu) {
@@ -654,5 +760,7 @@ out:
 	free(sh_argv);
 	free(cmdline);
 	cli_select_release(&sel);
+	if (die_signal)
+		die_of(die_signal);
 	return rc < 0 ? EXIT_OK : rc;
 }

@@ -44,6 +44,28 @@ leases_name_jobs() {
 	assert_status 143
 }
 
+# How a parent sees a child end: "signal N", or "exit N" (perl reports it as the kernel does).
+how_it_ended() {
+	perl -e 'system(@ARGV); print $? & 127 ? "signal " . ($? & 127) : "exit " . ($? >> 8)' "$@"
+}
+
+@test "a job that dies of SIGINT or SIGQUIT takes visdev with it, so the calling loop stops" {
+	ulimit -c 0
+	for sig in INT QUIT; do
+		run how_it_ended "$VISDEV" --fixture "$FIXTURES/one.json" run -- \
+			perl -e "\$SIG{$sig} = 'DEFAULT'; kill '$sig', \$\$; sleep 5"
+		[ "$output" = "signal $(kill -l "$sig")" ] || { echo "$sig: $output"; return 1; }
+	done
+	# with the lease let go first, and no core of visdev's
+	[ "$(one leases --json | jq '.leases | length')" -eq 0 ]
+	[ -z "$(find . -name 'core*')" ]
+	# a job that handles SIGINT and exits is only exiting; other signals are 128+N, as before
+	run how_it_ended "$VISDEV" --fixture "$FIXTURES/one.json" run -- sh -c 'exit 130'
+	[ "$output" = "exit 130" ]
+	run how_it_ended "$VISDEV" --fixture "$FIXTURES/one.json" run -- perl -e 'kill "TERM", $$'
+	[ "$output" = "exit 143" ]
+}
+
 @test "while a job runs its GPU is leased: others get another, then none" {
 	one run -- sleep 30 &
 	wait_leases 1
@@ -88,9 +110,47 @@ leases_name_jobs() {
 	[ "$(one leases --json | jq '.leases | length')" -eq 1 ]
 	kill "$job"
 	wait_for gone "$job"
+	# the keeper sees the end (at once for the job's leader), and lets go
+	wait_for eval '[ "$(one leases --json | jq ".leases | length")" -eq 0 ]'
 	run one run -- true
 	assert_status 0
-	[ "$(one leases --json | jq '.leases | length')" -eq 0 ]
+}
+
+@test "a child that Python's subprocess started keeps the lease after kill -9 of visdev, until it ends" {
+	# subprocess closes every inherited descriptor; the job exits once the child runs
+	cat >job.py <<'PY'
+import os, subprocess, time
+subprocess.Popen(["sh", "-c", "echo $$ > child.pid; while [ ! -e stop ]; do sleep 0.05; done"])
+while not os.path.exists("go"):
+    time.sleep(0.05)
+PY
+	one run -- python3 job.py &
+	visdev_pid=$!
+	wait_for test -s child.pid
+	job=$(one leases --json | jq -r '.leases[0].pid')
+	kill -9 "$visdev_pid"
+	wait "$visdev_pid" || true
+	touch go # the job exits; its child lives on, holding none of the lease's descriptors
+	wait_for gone "$job"
+	child=$(cat child.pid)
+	! gone "$child"
+	run one run -- true
+	assert_status 3
+	[ "$(one leases --json | jq -r '.leases[0].pid')" = "$job" ]
+	touch stop
+	wait_for gone "$child"
+	wait_for eval '[ "$(one leases --json | jq ".leases | length")" -eq 0 ]'
+	run one run -- true
+	assert_status 0
+}
+
+@test "a process that leaves the job's group with setsid is not followed: the lease ends with the group" {
+	run one run -- python3 -c 'import subprocess; subprocess.Popen(["setsid", "sh", "-c", "echo $$ > child.pid; exec sleep 30"])'
+	assert_status 0
+	wait_for test -s child.pid
+	wait_for eval '[ "$(one leases --json | jq ".leases | length")" -eq 0 ]'
+	! gone "$(cat child.pid)"
+	kill "$(cat child.pid)"
 }
 
 @test "SIGTERM to visdev reaches the job's whole process group" {
@@ -288,7 +348,7 @@ leases_name_jobs() {
 	wait "$holder"
 }
 
-@test "a --wait interrupted by SIGINT exits 130 and starts nothing" {
+@test "a --wait interrupted by SIGINT dies of it (130 to a shell) and starts nothing" {
 	one run -- sleep 30 &
 	wait_leases 1
 	env --default-signal=INT "$VISDEV" --fixture "$FIXTURES/one.json" run --wait -- touch started 2>err &
@@ -298,6 +358,18 @@ leases_name_jobs() {
 	status=0
 	wait "$waiter" || status=$?
 	[ "$status" -eq 130 ]
+	[ ! -e started ]
+	# and it dies of the SIGINT, so that a calling loop stops
+	run perl -e '
+		my $p = fork() // die;
+		if (!$p) { open(STDERR, ">", "err2"); $SIG{INT} = "DEFAULT"; exec(@ARGV); }
+		for (1 .. 100) { last if -s "err2"; select(undef, undef, undef, 0.1); }
+		kill("INT", $p);
+		waitpid($p, 0);
+		print $? & 127 ? "signal " . ($? & 127) : "exit " . ($? >> 8);
+	' "$VISDEV" --fixture "$FIXTURES/one.json" run --wait -- touch started
+	grep -q waiting err2
+	[ "$output" = "signal 2" ]
 	[ ! -e started ]
 	kill %1
 	wait

@@ -44,3 +44,15 @@ job_state() {
 	[ "$(cat rc)" = rc=130 ]
 	[ "$("$VISDEV" --fixture "$FIXTURES/one.json" leases --json | jq '.leases | length')" -eq 0 ]
 }
+
+@test "one Ctrl-C stops a shell loop of visdev runs, as it would without visdev" {
+	type_line "export VISDEV_LEASE_DIR=$VISDEV_LEASE_DIR"
+	type_line "for i in 1 2 3; do $VISDEV --fixture $FIXTURES/one.json run -- sleep 100; echo \$i >> $PWD/went-on; done; echo done > $PWD/loop"
+	wait_for eval '[ "$(job_state)" = S ]'
+	tmux -L "$SESSION" send-keys -t main C-c
+	type_line "echo rc=\$? > $PWD/rc"
+	wait_for test -s rc
+	# bash abandons the whole loop: nothing after the first run ran
+	[ ! -e went-on ] && [ ! -e loop ]
+	[ "$(cat rc)" = rc=130 ]
+}
