@@ -145,7 +145,7 @@ PY
 }
 
 @test "a process that leaves the job's group with setsid is not followed: the lease ends with the group" {
-	run one run -- python3 -c 'import subprocess; subprocess.Popen(["setsid", "sh", "-c", "echo $$ > child.pid; exec sleep 30"])'
+	run one run -- python3 -c 'import subprocess; subprocess.Popen(["setsid", "sh", "-c", "echo $$ > child.pid; exec sleep 30"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)'
 	assert_status 0
 	wait_for test -s child.pid
 	wait_for eval '[ "$(one leases --json | jq ".leases | length")" -eq 0 ]'
