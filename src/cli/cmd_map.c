@@ -333,7 +333,7 @@ static int print_text(const struct vd_system *sys, const struct vd_resolution *r
 {
 	int w = cli_name_width(sys), hidden = 0, rc = EXIT_OK;
 	char **notes = NULL;
-	size_t nnotes = 0;
+	size_t nnotes = 0, missing = 0;
 
 	if (value)
 		cli_printf("CUDA_VISIBLE_DEVICES='%s'", value);
@@ -376,16 +376,22 @@ static int print_text(const struct vd_system *sys, const struct vd_resolution *r
 	for (size_t i = 0; i < a->nlogical; i++) {
 		unsigned n = a->logical[i];
 
-		if (n >= res->ndevices) {
+		if (n < res->ndevices) {
+			cli_printf("cuda:%u is ", n);
+			cli_print_device(sys, res->devices[n], w);
+		} else if (!missing++) {
+			/* one line for the first, a count for the rest: a long list stays readable
+			 */
 			cli_error("cuda:%u does not exist: CUDA sees %zu device%s, so it answers "
 				  "'invalid device ordinal'",
 				  n, res->ndevices, res->ndevices == 1 ? "" : "s");
-			rc = EXIT_NONE;
-			continue;
 		}
-		cli_printf("cuda:%u is ", n);
-		cli_print_device(sys, res->devices[n], w);
 	}
+	if (missing > 1)
+		cli_error("and %zu more of the ordinals --logical names do not exist either",
+			  missing - 1);
+	if (missing)
+		rc = EXIT_NONE;
 	for (size_t i = 0; i < a->nphysical; i++)
 		print_physical(sys, res, a->physical[i]);
 	return rc;

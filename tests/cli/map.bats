@@ -213,6 +213,20 @@ load helper
 	[ "$(jq -c '.logical' <<<"$output")" = '[{"index":null,"cuda":1}]' ]
 }
 
+@test "a long --logical list past the devices gets one line and a count, not a line each" {
+	run --separate-stderr "$VISDEV" --demo map --logical "$(seq -s, 0 19999)"
+	assert_status 3
+	[ "${#stderr_lines[@]}" -eq 2 ]
+	[ "${stderr_lines[0]}" = "visdev: cuda:4 does not exist: CUDA sees 4 devices, so it answers 'invalid device ordinal'" ]
+	[ "${stderr_lines[1]}" = "visdev: and 19995 more of the ordinals --logical names do not exist either" ]
+	[ "$(grep -c '^cuda:[0-3] is GPU' <<<"$output")" -eq 4 ]
+	# a malformed long list: one line, naming the element that is wrong, not the whole list
+	run --separate-stderr "$VISDEV" --demo map --logical "$(seq -s, 0 19999),x"
+	assert_status 2
+	[ "${stderr_lines[0]}" = "visdev: --logical takes a list of whole numbers from 0 to 65535 such as 0,2; 'x' (element 20001 of '0,1,2,3,4,5,6,7,8,9,...') is not one" ]
+	[ "${#stderr}" -lt 2000 ]
+}
+
 @test "a value that starts with a dash and a digit is a value: map -1 hides every GPU" {
 	run "$VISDEV" --demo map -1 --json
 	assert_status 0
