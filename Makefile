@@ -49,6 +49,8 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 MOCK_DIR := $(BUILD)/tests/mock-nvml
 MOCKS := $(MOCK_DIR)/libnvidia-ml.so.1 $(MOCK_DIR)/old/libnvidia-ml.so.1 $(MOCK_DIR)/libcuda.so.1
+SHIM_DIR := $(BUILD)/tests/shim
+SHIMS := $(SHIM_DIR)/replace-lock.so
 CLI_TESTS := $(wildcard tests/cli/*.bats)
 
 STATIC_LIB := $(BUILD)/libvisdev.a
@@ -123,6 +125,11 @@ $(MOCK_DIR)/libcuda.so.1: tests/mock-nvml/mock-cuda.c $(STATIC_LIB) tests/mock-n
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) $(MOCK_LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
 
+# Shims preloaded into visdev to make a race certain (a lock file replaced mid-lock).
+$(SHIM_DIR)/%.so: tests/shim/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -fPIC -shared $(LDFLAGS) -o $@ $< -ldl
+
 deps-check:
 	@scripts/deps $(CHECK_DEPS)
 
@@ -146,8 +153,8 @@ check: deps-check
 	@$(MAKE) --no-print-directory test
 
 # Every test under prove: cmocka speaks TAP when asked, bats by default.
-test: all $(UNIT_BIN) $(MOCKS) $(BUILD)/tests/gpu/check
-	VISDEV=$(abspath $(PROGRAM)) MOCK_NVML_DIR=$(abspath $(MOCK_DIR)) \
+test: all $(UNIT_BIN) $(MOCKS) $(SHIMS) $(BUILD)/tests/gpu/check
+	VISDEV=$(abspath $(PROGRAM)) MOCK_NVML_DIR=$(abspath $(MOCK_DIR)) SHIM_DIR=$(abspath $(SHIM_DIR)) \
 	CMOCKA_MESSAGE_OUTPUT=TAP LC_ALL=C \
 	prove --exec '' $(UNIT_BIN) $(CLI_TESTS)
 

@@ -277,9 +277,16 @@ static int lock_take(int *out, int dfd, const char *dir, const char *name, int o
 			*out = -1;
 			return err;
 		}
-		if (still_there(*out, dfd, name) || tries == 8)
+		if (still_there(*out, dfd, name))
 			return 0;
 		close(*out);
+		*out = -1;
+		if (tries == 8)
+			return error_set(
+				VD_EIO,
+				"'%s/%s' was removed or replaced each time visdev locked it: "
+				"someone keeps removing lock files there",
+				dir, name);
 	}
 }
 

@@ -1,9 +1,10 @@
 # Shared by the CLI tests: where the program and the stand-in NVML are, and a
-# scratch folder per test. `make test` exports VISDEV and MOCK_NVML_DIR.
+# scratch folder per test. `make test` exports VISDEV, MOCK_NVML_DIR and SHIM_DIR.
 bats_require_minimum_version 1.5.0
 export LC_ALL=C
 VISDEV=${VISDEV:-$BATS_TEST_DIRNAME/../../build/visdev}
 MOCK_NVML_DIR=${MOCK_NVML_DIR:-$BATS_TEST_DIRNAME/../../build/tests/mock-nvml}
+SHIM_DIR=${SHIM_DIR:-$BATS_TEST_DIRNAME/../../build/tests/shim}
 FIXTURES=$BATS_TEST_DIRNAME/../fixtures
 
 setup() {
