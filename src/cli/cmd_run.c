@@ -576,6 +576,11 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys,
 				rc = 128 + got_signal;
 				break;
 			}
+			/* the next try takes a new snapshot */
+			vd_system_free(*sys);
+			*sys = NULL;
+			vd_resolution_free(*parent);
+			*parent = NULL;
 			continue;
 		}
 		if (err != VD_ENOFIT) {

@@ -177,7 +177,7 @@ G0=GPU-3c1a7e90-4b1e-4c7a-9d2f-6e8a1b3c5d70 # eight.json's GPU 0
 @test "a lock file replaced between opening and locking is noticed and locked again" {
 	G=$(jq -r '.gpus[0].uuid' "$FIXTURES/one.json")
 	# the shim renames a new file over the lock file just before visdev locks it
-	REPLACE_LOCK_NAME=$G.lock LD_PRELOAD=$SHIM_DIR/replace-lock.so one run -- sleep 30 &
+	ASAN_OPTIONS=verify_asan_link_order=0 REPLACE_LOCK_NAME=$G.lock LD_PRELOAD=$SHIM_DIR/replace-lock.so one run -- sleep 30 &
 	wait_for eval '[ "$(one leases --json | jq ".leases | length")" -eq 1 ]'
 	# what visdev holds is the lock file the directory has now, so nobody else gets the GPU
 	! flock -n "$VISDEV_LEASE_DIR/$G.lock" true
@@ -186,7 +186,7 @@ G0=GPU-3c1a7e90-4b1e-4c7a-9d2f-6e8a1b3c5d70 # eight.json's GPU 0
 	kill %1
 	wait
 	# replaced every time: that GPU is passed over, by name, rather than locked in vain
-	REPLACE_LOCK_NAME=$G.lock REPLACE_LOCK_TIMES=99 LD_PRELOAD=$SHIM_DIR/replace-lock.so run one run -- true
+	ASAN_OPTIONS=verify_asan_link_order=0 REPLACE_LOCK_NAME=$G.lock REPLACE_LOCK_TIMES=99 LD_PRELOAD=$SHIM_DIR/replace-lock.so run one run -- true
 	assert_status 3
 	assert_output_has "$G.lock' was removed or replaced each time visdev locked it"
 }
