@@ -241,8 +241,7 @@ int cli_parse_index_list(unsigned **out, size_t *nout, const char *option, const
 		errno = 0;
 		v = strtoul(s, &end, 10);
 		if (*s < '0' || *s > '9' || errno || v > 65535 || (*end && *end != ',')) {
-			/* the list may be long: quote the start of it, and the element that is
-			 * wrong */
+			/* the list may be long: quote its start and the wrong element */
 			cli_error("%s takes a list of whole numbers from 0 to 65535 such as 0,2; "
 				  "'%.*s' (element %zu of '%.20s%s') is not one",
 				  option, (int)strcspn(s, ","), s, n + 1, text,

@@ -380,8 +380,7 @@ static int print_text(const struct vd_system *sys, const struct vd_resolution *r
 			cli_printf("cuda:%u is ", n);
 			cli_print_device(sys, res->devices[n], w);
 		} else if (!missing++) {
-			/* one line for the first, a count for the rest: a long list stays readable
-			 */
+			/* one line for the first, a count for the rest */
 			cli_error("cuda:%u does not exist: CUDA sees %zu device%s, so it answers "
 				  "'invalid device ordinal'",
 				  n, res->ndevices, res->ndevices == 1 ? "" : "s");

@@ -195,8 +195,8 @@ static int proc_stat(const char *pid, char *state, int *pgrp, unsigned long long
 	f = fopen(path, "re");
 	if (!f)
 		return -1;
-	/* "pid (comm) state ppid pgrp ... starttime": comm may hold anything, so from the last ')'
-	 */
+	/* "pid (comm) state ppid pgrp ... starttime": comm may hold anything; read from the last
+	 * ')' */
 	if (fgets(buf, sizeof(buf), f) && (close_paren = strrchr(buf, ')')))
 		ok = sscanf(close_paren + 1,
 			    " %c %*d %d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d"
@@ -258,8 +258,9 @@ static int group_alive(pid_t pgid, unsigned long long leader_start)
  * outlives the command and visdev itself (kill -9), even when the job's
  * processes closed the descriptors they inherited (Python's subprocess
  * does). It lets go of the terminal, of visdev's output and of the pipes
- * to the job (close_fds), so that whoever waits for those is not kept waiting. Returns its pid, or
- * -1 when it could not start (the job's own hold on the lease remains).
+ * to the job (close_fds), so that whoever waits for those is not kept
+ * waiting. Returns its pid, or -1 when it could not start (the job's own
+ * hold on the lease remains).
  */
 static pid_t start_keeper(struct vd_lease *lease, pid_t pgid, unsigned long long leader_start,
 			  int close_fds[2])
