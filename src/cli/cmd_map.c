@@ -260,8 +260,8 @@ static void print_explanation(const struct vd_resolution *res, const char *value
 		return;
 	}
 	if (res->duplicate)
-		cli_printf("elements %zu and %zu name the same device: a device named twice makes "
-			   "CUDA see no device at all\n",
+		cli_printf("elements %zu and %zu name the same device: CUDA then refuses to start "
+			   "(cuInit fails with CUDA_ERROR_INVALID_DEVICE)\n",
 			   res->duplicate_first + 1, res->duplicate_position + 1);
 	if (res->stop)
 		cli_printf("CUDA stops reading at element %zu of %zu, '%s': %s; it ignores that "

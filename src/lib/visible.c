@@ -7,9 +7,11 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "internal.h"
 
@@ -69,16 +71,21 @@ static int is_uuid_element(const char *s, size_t len)
 }
 
 /*
- * Reads an ordinal the way CUDA does (strtoul: blanks, a sign, digits, and
- * whatever follows ignored). Returns VD_STOP_NONE and the ordinal, or why
- * the element ends the list.
+ * Reads an ordinal the way the driver does, as observed on R580
+ * (tests/gpu/check): strtoul in base 10 (blanks, a sign, digits, whatever
+ * follows ignored; past ULONG_MAX it saturates; a '-' negates modulo 2^64),
+ * then the low 32 bits as an int. So 4294967296 is 0 and 2^64 is -1, which
+ * ends the list. Returns VD_STOP_NONE and the ordinal, or why the element
+ * ends the list; *wrapped is set when the ordinal is not the number written.
  */
-static enum vd_stop_reason read_ordinal(unsigned long *out, const char *s, size_t len)
+static enum vd_stop_reason read_ordinal(unsigned long *out, int *wrapped, const char *s, size_t len)
 {
 	size_t i = 0, end = len;
-	int negative = 0, digits = 0;
-	unsigned long v = 0;
+	int negative = 0, digits = 0, saturated = 0;
+	unsigned long long v = 0;
+	int ordinal;
 
+	*wrapped = 0;
 	while (i < end && isspace((unsigned char)s[i]))
 		i++;
 	while (end > i && isspace((unsigned char)s[end - 1]))
@@ -90,22 +97,41 @@ static enum vd_stop_reason read_ordinal(unsigned long *out, const char *s, size_
 	for (; i < end && isdigit((unsigned char)s[i]); i++, digits++) {
 		unsigned d = (unsigned)(s[i] - '0');
 
-		v = v > (unsigned long)-1 / 10 - 1 ? (unsigned long)-1 : v * 10 + d;
+		if (v > (ULLONG_MAX - d) / 10)
+			saturated = 1;
+		else
+			v = v * 10 + d;
 	}
 	if (!digits)
 		return VD_STOP_NOT_A_NUMBER;
-	if (negative && v)
-		return VD_STOP_NEGATIVE;
-	*out = v;
+	if (saturated)
+		v = ULLONG_MAX;
+	else if (negative)
+		v = 0 - v;
+	ordinal = (int)(unsigned)(v & 0xffffffffu);
+	if (ordinal < 0)
+		return negative ? VD_STOP_NEGATIVE : VD_STOP_OUT_OF_RANGE;
+	*wrapped = saturated || v != (unsigned long long)ordinal;
+	*out = (unsigned long)ordinal;
 	return VD_STOP_NONE;
 }
 
-/* Finds the devices whose UUID starts with the element (GPU- or MIG- form). */
+/*
+ * Finds the devices whose UUID starts with the element (GPU- or MIG- form),
+ * as observed of the R580 driver (tests/gpu/check): the prefix GPU- or MIG-
+ * as written, the hex digits after it in either case, blanks after the
+ * element ignored, and a bare GPU- naming nothing (a bare MIG- is taken the
+ * same way: assumed).
+ */
 static size_t match_uuid(struct vd_device_ref *found, const struct vd_system *sys, const char *s,
 			 size_t len)
 {
 	size_t n = 0;
 
+	while (len > 4 && isspace((unsigned char)s[len - 1]))
+		len--;
+	if (len == 4)
+		return 0;
 	if (len > 8 && !strncmp(s, "MIG-GPU-", 8)) {
 		/* MIG-GPU-<gpu uuid>/<gi>/<ci>, the form before driver R470 */
 		const char *slash = memchr(s, '/', len);
@@ -129,7 +155,7 @@ static size_t match_uuid(struct vd_device_ref *found, const struct vd_system *sy
 			const struct vd_gpu *gpu = &sys->gpus[g];
 			size_t plen = (size_t)(slash - (s + 4));
 
-			if (strncmp(gpu->uuid, s + 4, plen))
+			if (strncasecmp(gpu->uuid, s + 4, plen))
 				continue;
 			for (size_t m = 0; m < gpu->nmig; m++) {
 				if (gpu->mig[m].gi != gi || gpu->mig[m].ci != ci)
@@ -145,7 +171,7 @@ static size_t match_uuid(struct vd_device_ref *found, const struct vd_system *sy
 		const struct vd_gpu *gpu = &sys->gpus[g];
 
 		if (s[0] == 'G') {
-			if (!strncmp(gpu->uuid, s, len)) {
+			if (!strncasecmp(gpu->uuid, s, len)) {
 				if (n < 2)
 					found[n] = (struct vd_device_ref){ (unsigned)g, -1 };
 				n++;
@@ -153,7 +179,7 @@ static size_t match_uuid(struct vd_device_ref *found, const struct vd_system *sy
 			continue;
 		}
 		for (size_t m = 0; m < gpu->nmig; m++) {
-			if (strncmp(gpu->mig[m].uuid, s, len))
+			if (strncasecmp(gpu->mig[m].uuid, s, len))
 				continue;
 			if (n < 2)
 				found[n] = (struct vd_device_ref){ (unsigned)g, (int)m };
@@ -381,8 +407,17 @@ static int resolve_list(struct vd_resolution *res, struct named *named, const st
 			d = found[0];
 		} else {
 			unsigned long ordinal = 0;
-			enum vd_stop_reason why = read_ordinal(&ordinal, s, len);
+			int wrapped;
+			enum vd_stop_reason why = read_ordinal(&ordinal, &wrapped, s, len);
 
+			if (why == VD_STOP_NONE && wrapped)
+				err = strings_push(
+					&res->warnings, &res->nwarnings,
+					"element %zu, '%.*s', is ordinal %lu to CUDA: the "
+					"driver keeps only the low 32 bits of a number",
+					pos + 1, (int)len, s, ordinal);
+			if (err)
+				break;
 			if (why == VD_STOP_NONE && ordinal >= sys->ngpus)
 				why = VD_STOP_OUT_OF_RANGE;
 			if (why != VD_STOP_NONE) {

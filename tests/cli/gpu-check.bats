@@ -48,3 +48,12 @@ check() {
 	assert_status 77
 	assert_output_has "skip: no NVIDIA GPU here"
 }
+
+@test "the check takes a driver that refuses a device named twice as agreeing with visdev" {
+	fake_smi 81559
+	run check
+	[[ "$(grep "^map pci '0,0' " <<<"$output")" == *"(named twice: no GPU) "*"(named twice: no GPU) "*"| agree" ]]
+	# a driver that fails for another reason does not agree
+	MOCK_CUDA_FAIL=1 run check
+	[[ "$(grep "^map pci '0,0' " <<<"$output")" == *"CUDA_ERROR_UNKNOWN"*"| DISAGREE" ]]
+}

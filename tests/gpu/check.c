@@ -128,6 +128,13 @@ out:
 	free(js);
 }
 
+/*
+ * What stands for "a device named twice": visdev says CUDA sees nothing,
+ * and the driver (R580) refuses to start, cuInit failing with
+ * CUDA_ERROR_INVALID_DEVICE. Either way the program has no GPU.
+ */
+#define NAMED_TWICE "(named twice: no GPU)"
+
 /* The UUIDs `visdev map` says CUDA sees, comma-joined. */
 static void visdev_map(char *out, size_t n, const char *visdev, const char *value, int unset,
 		       enum vd_order order)
@@ -146,6 +153,10 @@ static void visdev_map(char *out, size_t n, const char *visdev, const char *valu
 	out[0] = '\0';
 	if (!devs)
 		snprintf(out, n, "(visdev failed)");
+	if (json_is_object(json_object_get(root, "duplicate"))) {
+		snprintf(out, n, NAMED_TWICE);
+		devs = NULL;
+	}
 	json_array_foreach(devs, i, d)
 	{
 		len += (size_t)snprintf(out + len, n > len ? n - len : 0, "%s%s", i ? "," : "",
@@ -163,7 +174,10 @@ static void check_value(const char *visdev, const char *value, enum vd_order ord
 
 	visdev_map(mine, sizeof(mine), visdev, value, value == NULL, order);
 	if (vd_cuda_enumerate(&uuids, &n, NULL, value, order)) {
-		snprintf(theirs, sizeof(theirs), "(driver: %s)", vd_error_last());
+		if (strstr(vd_error_last(), "cuInit failed: CUDA_ERROR_INVALID_DEVICE"))
+			snprintf(theirs, sizeof(theirs), NAMED_TWICE);
+		else
+			snprintf(theirs, sizeof(theirs), "(driver: %s)", vd_error_last());
 	} else {
 		theirs[0] = '\0';
 		for (size_t i = 0; i < n; i++)
@@ -223,7 +237,8 @@ int main(int argc, char **argv)
 	struct vd_system *sys = NULL;
 	char prefix[16], upper[VD_UUID_MAX], blank[VD_UUID_MAX + 4], mixed[VD_UUID_MAX + 4];
 	char mixed2[VD_UUID_MAX + 4], spaced[2 * VD_UUID_MAX + 4], lower[VD_UUID_MAX];
-	char cut[3 * VD_UUID_MAX];
+	char cut[3 * VD_UUID_MAX], tab[VD_UUID_MAX + 4], upprefix[16], bareblank[8];
+	char trailing[24], commablank[VD_UUID_MAX + 24];
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: check VISDEV\n");
@@ -248,6 +263,12 @@ int main(int argc, char **argv)
 		lower[i] = (char)(uuid[i] >= 'A' && uuid[i] <= 'Z' ? uuid[i] + 32 : uuid[i]);
 	/* a duplicate after the list was cut: does CUDA still read past the cut? */
 	snprintf(cut, sizeof(cut), "%s,GPU-ffff,%s", uuid, uuid);
+	/* blanks after a UUID: only at the end of the value, or before a comma too? */
+	snprintf(tab, sizeof(tab), "%s\t", uuid);
+	snprintf(upprefix, sizeof(upprefix), "%.12s", upper);
+	snprintf(bareblank, sizeof(bareblank), "GPU- ");
+	snprintf(trailing, sizeof(trailing), "%s x", prefix);
+	snprintf(commablank, sizeof(commablank), "%s ,%s", prefix, uuid);
 	const char *values[] = {
 		"0",
 		"1",
@@ -289,6 +310,18 @@ int main(int argc, char **argv)
 		"4294967296",
 		"4294967296,0",
 		"18446744073709551616",
+		/* strtoul or strtol before the cut to 32 bits: these two tell them apart */
+		"9223372036854775808",
+		"-18446744073709551615",
+		"4294967295",
+		"2147483648",
+		"-4294967296",
+		"-0,0",
+		tab,
+		upprefix,
+		bareblank,
+		trailing,
+		commablank,
 	};
 
 	printf("\n%-50s | %-44s | %-44s | %s\n", "map: order and value", "visdev map --json",

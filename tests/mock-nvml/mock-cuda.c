@@ -11,7 +11,9 @@
  * that are ordinals (in the order above) or full GPU-/MIG- UUIDs; the list
  * ends at the first other element. CUDA's full rules are visible.c's, not
  * this file's. A MIG instance named by UUID is listed as a MIG device: its
- * cuDeviceGetUuid_v2 is the MIG UUID, its cuDeviceGetUuid its GPU's.
+ * cuDeviceGetUuid_v2 is the MIG UUID, its cuDeviceGetUuid its GPU's. A
+ * device named twice makes cuInit fail with CUDA_ERROR_INVALID_DEVICE, as
+ * driver R580 does.
  *
  * MOCK_CUDA_FAIL=1 makes cuInit fail with CUDA_ERROR_UNKNOWN (999); any
  * other number N makes it answer N (100: CUDA_ERROR_NO_DEVICE).
@@ -84,7 +86,7 @@ static int element(struct entry *out, const char *tok, const struct entry *base,
 		}
 		return -1;
 	}
-	if (!*tok || strspn(tok, "0123456789") != strlen(tok) || atoi(tok) >= n)
+	if (!*tok || strlen(tok) > 9 || strspn(tok, "0123456789") != strlen(tok) || atoi(tok) >= n)
 		return -1;
 	*out = base[atoi(tok)];
 	return 0;
@@ -97,10 +99,12 @@ static CUresult enumerate(void)
 	const char *visible = getenv("CUDA_VISIBLE_DEVICES");
 	struct entry *base;
 	size_t max = mock.sys->ngpus;
-	int nbase = 0;
+	int nbase = 0, twice = 0;
 
 	for (size_t i = 0; i < mock.sys->ngpus; i++)
 		max += mock.sys->gpus[i].nmig;
+	for (const char *p = visible; p && *p; p++)
+		max += *p == ',';
 	base = calloc(mock.sys->ngpus + 1, sizeof(*base));
 	mock.list = calloc(max + 1, sizeof(*mock.list));
 	if (!base || !mock.list) {
@@ -126,9 +130,17 @@ static CUresult enumerate(void)
 			tok = strsep(&rest, ",");
 			if (element(&mock.list[mock.n], tok, base, nbase) < 0)
 				break;
+			for (int k = 0; k < mock.n; k++)
+				if (mock.list[k].gpu == mock.list[mock.n].gpu &&
+				    mock.list[k].mig == mock.list[mock.n].mig)
+					twice = 1;
 			mock.n++;
 		}
 		free(copy);
+	}
+	if (twice) {
+		free(base);
+		return CUDA_ERROR_INVALID_DEVICE;
 	}
 	free(base);
 	return mock.n ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;

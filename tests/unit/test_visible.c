@@ -71,6 +71,7 @@ static const char *const known_keys[] = {
 	"dropped",
 	"warning_contains",
 	"unverified",
+	"verified",
 	"assumed",
 	"note",
 };
@@ -250,6 +251,8 @@ static void check_case(struct report *r, const struct table_case *c)
 		if (i == ARRAY_SIZE(known_keys))
 			report_add(r, "table: unknown key '%s'", key);
 	}
+	if (json_object_get(obj, "verified") && json_object_get(obj, "unverified"))
+		report_add(r, "table: a case is verified or unverified, not both");
 	if (!json_is_string(jfixture) || !json_is_string(jorder) || !jvalue ||
 	    !(json_is_string(jvalue) || json_is_null(jvalue))) {
 		report_add(r,
