@@ -126,7 +126,7 @@ int cli_print_json(json_t *value)
 {
 	int rc = EXIT_OK;
 
-	if (!value || json_dumpf(value, stdout, JSON_INDENT(2)) < 0) {
+	if (!value || json_dumpf(value, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(9)) < 0) {
 		cli_error("cannot write JSON output");
 		rc = EXIT_FAIL;
 	}
@@ -153,6 +153,11 @@ json_t *cli_json_str(const char *s)
 	return v;
 }
 
+json_t *cli_json_profile(const struct vd_mig *m)
+{
+	return m->profile[0] ? cli_json_str(m->profile) : json_null();
+}
+
 json_t *cli_json_known_int(int known, long long value)
 {
 	return known ? json_integer(value) : json_null();
@@ -171,8 +176,8 @@ json_t *cli_json_device(const struct vd_system *sys, struct vd_device_ref d)
 		json_object_set_new(o, "name", cli_json_str(gpu->name));
 		json_object_set_new(o, "pci_bus_id", json_string(gpu->pci_bus_id));
 		json_object_set_new(o, "mig",
-				    json_pack("{s:i, s:i, s:s}", "gi", (int)m->gi, "ci", (int)m->ci,
-					      "profile", m->profile));
+				    json_pack("{s:I, s:I, s:o}", "gi", (json_int_t)m->gi, "ci",
+					      (json_int_t)m->ci, "profile", cli_json_profile(m)));
 		return o;
 	}
 	json_object_set_new(o, "uuid", json_string(gpu->uuid));

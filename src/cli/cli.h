@@ -93,6 +93,9 @@ int cli_print_json(json_t *value);
  */
 json_t *cli_json_str(const char *s);
 
+/* A MIG device's profile ("3g.40gb"), or null when unknown. */
+json_t *cli_json_profile(const struct vd_mig *m);
+
 /* A JSON integer, or null when unknown. */
 json_t *cli_json_known_int(int known, long long value);
 

@@ -84,9 +84,9 @@ static json_t *json_gpu(const struct vd_system *sys, const struct vd_resolution 
 
 		json_array_append_new(
 			mig,
-			json_pack("{s:s, s:i, s:i, s:s, s:o, s:o, s:o, s:o, s:o}", "uuid", mi->uuid,
-				  "gi", (int)mi->gi, "ci", (int)mi->ci, "profile", mi->profile,
-				  "memory_total_mib",
+			json_pack("{s:s, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o}", "uuid", mi->uuid,
+				  "gi", (json_int_t)mi->gi, "ci", (json_int_t)mi->ci, "profile",
+				  cli_json_profile(mi), "memory_total_mib",
 				  cli_json_known_int(known, (long long)mi->memory_total_mib),
 				  "memory_used_mib",
 				  cli_json_known_int(known, (long long)mi->memory_used_mib),

@@ -74,6 +74,18 @@ load helper
 	[ "$(jq '[.gpus[].mig | length] | add' <<<"$output")" -ge 2 ]
 }
 
+@test "a MIG device's ids are never negative, an unknown profile is null, and power prints to the milliwatt" {
+	jq '.gpus[1].mig[0].gi = 4294967295 | .gpus[1].mig[0].ci = 3000000000
+		| del(.gpus[1].mig[0].profile) | .gpus[0].power_w = 26.8' \
+		"$FIXTURES/engine.json" >big.json
+	run "$VISDEV" --fixture big.json list --json
+	assert_status 0
+	[ "$(jq -c '.gpus[1].mig[0] | [.gi, .ci, .profile]' <<<"$output")" = '[4294967295,3000000000,null]' ]
+	grep -q '"power_w": 26.8,' <<<"$output"
+	run "$VISDEV" --fixture big.json map --json MIG-5e1f0a2b
+	[ "$(jq -c '.devices[0].mig | [.gi, .ci, .profile]' <<<"$output")" = '[4294967295,3000000000,null]' ]
+}
+
 @test "list's CUDA column follows the MIG rules: one cuda:N, the rest dropped" {
 	# driver 550, unset: the first MIG device alone; the other GPU is not enumerated
 	run "$VISDEV" --fixture "$FIXTURES/mig.json" list --json
