@@ -413,6 +413,8 @@ VD_API int vd_parse_size_mib(uint64_t *out, const char *text);
 enum vd_lease_mode {
 	VD_LEASE_EXCLUSIVE = 0, /* the whole device, for one job */
 	VD_LEASE_SHARED = 1,	/* a share of its memory, declared in mem_mib */
+	VD_LEASE_HELD = 2,	/* not a lease: held for a request waiting in line
+				   (vd_line_holds), which no later request may take */
 };
 
 /* One live lease on one device, as its holder recorded it. */
@@ -516,26 +518,6 @@ VD_API int vd_lease_inherit(const struct vd_lease *lease);
  */
 VD_API void vd_lease_free(struct vd_lease *lease);
 
-/*
- * Watching a lease directory for leases that end, to wait for a device
- * without polling. Create the watch before trying to acquire, so that a
- * release between the try and the wait is not missed; the caller's own
- * failed tries do not wake it.
- */
-struct vd_lease_watch;
-VD_API int vd_lease_watch_new(struct vd_lease_watch **out, const char *dir);
-
-/*
- * Waits up to timeout_ms (-1: for ever) for a lease in the directory to
- * end. Returns 1 when one may have ended, 0 on time-out, VD_EINTR when a
- * signal arrived, VD_EIO.
- */
-VD_API int vd_lease_watch_wait(struct vd_lease_watch *watch, int timeout_ms);
-
-/* The descriptor to poll() for readability, for callers with event loops. */
-VD_API int vd_lease_watch_fd(const struct vd_lease_watch *watch);
-VD_API void vd_lease_watch_free(struct vd_lease_watch *watch);
-
 /* ---- Selection: which devices fit (select.c, pure) --------------------- */
 
 enum vd_policy {
@@ -556,7 +538,10 @@ struct vd_select_options {
 	const unsigned *exclude; /* physical GPU indices never to choose */
 	size_t nexclude;
 	enum vd_policy policy;
-	uint64_t mem_mib; /* 0: exclusive lease; else a shared lease of this much */
+	uint64_t mem_mib;	   /* 0: exclusive lease; else a shared lease of this much */
+	const char *const *within; /* UUIDs of the only devices to consider (a
+				      request read from the line); NULL: no such limit */
+	size_t nwithin;
 };
 
 /* The defaults: one device, no limits, most-free, exclusive. */
@@ -575,6 +560,10 @@ struct vd_choice {
 				   without a live record (a lease ending at that
 				   moment, or a lock another program holds): worth
 				   trying again soon, without waiting for an end */
+	struct vd_device_ref *fitting; /* every device that fits on its own, in policy
+					  order (so also with VD_ENOFIT: fewer than n, or
+					  a set CUDA would not use at once) */
+	size_t nfitting;
 };
 
 /*
@@ -589,6 +578,108 @@ VD_API int vd_select(struct vd_choice **out, const struct vd_system *sys,
 		     const struct vd_leases *leases, const struct vd_resolution *parent,
 		     const struct vd_select_options *opts);
 VD_API void vd_choice_free(struct vd_choice *choice);
+
+/* ---- Waiting in line: first come, first served (line.c) --------------- */
+
+/*
+ * Requests that wait for devices stand in one line in the lease directory,
+ * across users and processes, in the order they began to wait. The oldest
+ * request that does not fit holds for itself the devices it could use as
+ * they come free, up to the number it asked; a later request may take only
+ * what no earlier one holds (backfill). A waiter that dies leaves the line
+ * at once (its record is flock'ed, as a lease is), and a lease that ends
+ * wakes the waiter that is next for it, not every waiter.
+ */
+
+/* One request waiting in line, as its record and the plan say. */
+struct vd_waiting {
+	unsigned place;	 /* 1 for the first in line */
+	uint64_t ticket; /* the order of arrival: lower is earlier */
+	uint32_t uid;	 /* the record file's owner */
+	char user[32];
+	int32_t pid;
+	int64_t since; /* when it began to wait, seconds since the epoch */
+	unsigned n;    /* what it asked */
+	uint64_t mem_mib;
+	uint64_t min_free_mib;
+	int max_util; /* -1: no maximum */
+	char model[64];
+	enum vd_policy policy;
+	char command[VD_COMMAND_MAX];
+	char **within; /* UUIDs of the devices it may use at all */
+	size_t nwithin;
+	struct vd_device_ref *holds; /* held for it now (vd_line_plan), best first */
+	size_t nholds;
+	int ready; /* its holds are a whole choice: it starts when it next looks */
+};
+
+struct vd_line {
+	struct vd_waiting *waiting; /* in order of arrival */
+	size_t n;
+	char **ignored; /* one line per file in the line that was not believed:
+			   "wait.17.json (bob): not a line record" */
+	size_t nignored;
+};
+
+/*
+ * Reads the line in the lease directory dir: the live requests, first
+ * first, and what was ignored. Errors as vd_leases_read(). Free with
+ * vd_line_free().
+ */
+VD_API int vd_line_read(struct vd_line **out, const char *dir);
+
+/*
+ * Works out, on sys with the live leases, what each waiting request holds
+ * (holds, nholds, ready). Pure. Errors: VD_ENOMEM.
+ */
+VD_API int vd_line_plan(struct vd_line *line, const struct vd_system *sys,
+			const struct vd_leases *leases);
+
+/*
+ * Adds to leases one VD_LEASE_HELD holder per device held for a request in
+ * the line planned on sys, so that vd_select() leaves them to it. Errors:
+ * VD_ENOMEM.
+ */
+VD_API int vd_line_holds(struct vd_leases *leases, const struct vd_line *line,
+			 const struct vd_system *sys);
+VD_API void vd_line_free(struct vd_line *line);
+
+/*
+ * A request of this process that waits in line: vd_waiter_acquire() tries
+ * as vd_lease_acquire() does, and the first try that does not fit (and
+ * could some day) takes a place at the end of the line; each later try is
+ * made from that place, and the one that succeeds leaves the line.
+ * vd_waiter_wait() sleeps until it may be this request's turn.
+ */
+struct vd_waiter;
+VD_API int vd_waiter_new(struct vd_waiter **out, const char *dir);
+VD_API int vd_waiter_acquire(struct vd_waiter *waiter, struct vd_lease **out,
+			     struct vd_choice **choice, const struct vd_system *sys,
+			     const struct vd_resolution *parent,
+			     const struct vd_select_options *opts, const char *command);
+
+/*
+ * The request's place in line (1: first) and the line's length, as of the
+ * last try; 0 when it is not in line.
+ */
+VD_API unsigned vd_waiter_place(const struct vd_waiter *waiter, unsigned *of);
+
+/* The devices held for it as of the last try, best first; *n of them. */
+VD_API const struct vd_device_ref *vd_waiter_holds(const struct vd_waiter *waiter, size_t *n);
+
+/*
+ * Waits up to timeout_ms (-1: for ever) until it may be the request's turn:
+ * another waiter saw that it fits, the one before it left the line, or,
+ * for the first in line, a lease ended. Returns 1 (try again), 0 on
+ * time-out, VD_EINTR when a signal arrived, VD_EIO.
+ */
+VD_API int vd_waiter_wait(struct vd_waiter *waiter, int timeout_ms);
+
+/* A descriptor to poll() for readability, for callers with event loops. */
+VD_API int vd_waiter_fd(const struct vd_waiter *waiter);
+
+/* Leaves the line, if in it, and frees the waiter. NULL does nothing. */
+VD_API void vd_waiter_free(struct vd_waiter *waiter);
 
 /*
  * Copies src into dst (of size n, n > 0) as valid UTF-8: a byte that does

@@ -32,7 +32,9 @@ static const char usage[] =
 	"visdev itself is killed. The exit status is CMD's (126/127 when it cannot be\n"
 	"run, 128+N when it died of signal N); 3 when no GPU fits.\n"
 	"\n" CLI_SELECT_USAGE
-	"  --wait[=SECONDS]   wait (for ever, or SECONDS) until GPUs fit, instead of exit 3\n"
+	"  --wait[=SECONDS]   wait in line (for ever, or SECONDS) until GPUs fit, instead\n"
+	"                     of exit 3: first come, first served across users\n"
+	"  -q, --quiet        no lines about the wait in line\n"
 	"\nLeases live in VISDEV_LEASE_DIR (default " VD_LEASE_DIR_DEFAULT ").\n" CLI_GLOBAL_USAGE;
 
 /* The job's process group, for the signal handler; 0 while there is none. */
@@ -514,23 +516,89 @@ static double now_seconds(void)
 /* How long a run without --wait tries while the allocation lock is held by another. */
 #define BUSY_PATIENCE_S 2
 
+/* "GPU 1, GPU 3 MIG 0": devices, for the lines about the line. */
+static void devices_text(char *buf, size_t n, const struct vd_device_ref *d, size_t nd)
+{
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < nd && len < n; i++) {
+		len += (size_t)snprintf(buf + len, n - len, "%sGPU %u", i ? ", " : "", d[i].gpu);
+		if (d[i].mig >= 0 && len < n)
+			len += (size_t)snprintf(buf + len, n - len, " MIG %d", d[i].mig);
+	}
+}
+
+/* Where the request stands: "place 2 of 3 in line, for 4 GPUs, holding GPU 1". */
+static void place_text(char *buf, size_t n, const struct vd_waiter *w, unsigned want)
+{
+	unsigned place, of;
+	const struct vd_device_ref *holds;
+	size_t nholds, len;
+	char held[256];
+
+	place = vd_waiter_place(w, &of);
+	holds = vd_waiter_holds(w, &nholds);
+	len = (size_t)snprintf(buf, n, "place %u of %u in line, for %u GPU%s", place, of, want,
+			       want == 1 ? "" : "s");
+	devices_text(held, sizeof(held), holds, nholds);
+	if (nholds && len < n)
+		snprintf(buf + len, n - len, ", holding %s", held);
+}
+
 /*
- * Leases GPUs, waiting for them if asked. Returns an exit code; on success
- * *lease, *sys and *parent (the environment's value, resolved on *sys) are set.
+ * Sleeps in line until a try is worth it (1), or the deadline (0), or
+ * an error or a signal (< 0). On a terminal, keeps one status line up to
+ * date meanwhile. The first in line looks again each second (NVML's view
+ * changes without a lease ending); the others each few seconds, in case
+ * the first in line is stopped; a lease held without a record, after ms.
+ */
+static int sleep_in_line(struct vd_waiter *w, int ms, double deadline, double start, unsigned want,
+			 int status)
+{
+	double until = now_seconds() + ms / 1000.0;
+
+	for (;;) {
+		double now = now_seconds(), end = until;
+		char where[400];
+		int r;
+
+		if (deadline > 0 && deadline < end)
+			end = deadline;
+		if (status) {
+			place_text(where, sizeof(where), w, want);
+			fprintf(stderr, "\r\033[Kvisdev: waiting: %s, %.0f s\r", where,
+				now - start);
+			fflush(stderr);
+		}
+		if (now >= end)
+			return deadline > 0 && now >= deadline ? 0 : 1;
+		r = vd_waiter_wait(w, (int)((status && end - now > 1 ? 1 : end - now) * 1000) + 1);
+		if (r != 0 || got_signal)
+			return r;
+	}
+}
+
+/*
+ * Leases GPUs, waiting in line for them if asked. Returns an exit code; on
+ * success *lease, *sys and *parent (the environment's value, resolved on
+ * *sys) are set.
  */
 static int lease_gpus(struct vd_lease **lease, struct vd_system **sys,
 		      struct vd_resolution **parent, const struct cli_globals *g,
-		      const struct cli_select *sel, const char *dir, double wait,
+		      const struct cli_select *sel, const char *dir, double wait, int quiet,
 		      const char *cmdline)
 {
-	struct vd_lease_watch *watch = NULL;
+	struct vd_waiter *waiter = NULL;
 	struct vd_choice *choice = NULL;
 	struct vd_backend *backend = NULL;
 	double start = now_seconds(), deadline = wait >= 0 ? start + wait : 0;
 	int rc, err, said = 0, said_busy = 0, settle_ms = 0;
+	int status = !quiet && isatty(STDERR_FILENO);
+	unsigned want = sel->opts.n ? sel->opts.n : 1;
 
 	if (wait != -3) {
-		err = vd_lease_watch_new(&watch, dir);
+		err = vd_waiter_new(&waiter, dir);
 		if (err)
 			return cli_library_error(err);
 	}
@@ -538,12 +606,16 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys,
 	rc = cli_backend(&backend, g);
 	while (!rc) {
 		int unsettled;
+		char where[400];
 
 		err = vd_backend_snapshot(sys, backend);
 		rc = err ? cli_library_error(err) : cli_resolve_env(parent, *sys, !said);
 		if (rc)
 			break;
-		err = vd_lease_acquire(lease, &choice, dir, *sys, *parent, &sel->opts, cmdline);
+		err = waiter ? vd_waiter_acquire(waiter, lease, &choice, *sys, *parent, &sel->opts,
+						 cmdline) :
+			       vd_lease_acquire(lease, &choice, dir, *sys, *parent, &sel->opts,
+						cmdline);
 		if (!err)
 			break;
 		vd_resolution_free(*parent);
@@ -562,7 +634,7 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys,
 		unsettled = err == VD_EBUSY || (err == VD_ENOFIT && choice->unknown_holders);
 		if (err == VD_EBUSY && !said_busy++)
 			cli_error("waiting: %s", vd_error_last());
-		if (err == VD_EBUSY && watch)
+		if (err == VD_EBUSY && waiter)
 			goto wait;
 		if (err == VD_EBUSY) {
 			/* without --wait, a held allocation lock is waited on for a moment only */
@@ -588,13 +660,13 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys,
 			rc = cli_library_error(err);
 			break;
 		}
-		if (!watch || choice->never || (wait >= 0 && now_seconds() >= deadline)) {
+		if (!waiter || choice->never || (wait >= 0 && now_seconds() >= deadline)) {
 			cli_error("%s%s", vd_error_last(),
 				  choice->never ? ", and never will on this machine" :
-				  watch		? " (waited long enough)" :
+				  waiter	? " (waited long enough)" :
 						  "");
 			cli_print_reasons(choice);
-			if (!cli_note_own_leases(*sys) && !watch && !choice->never)
+			if (!cli_note_own_leases(*sys) && !waiter && !choice->never)
 				cli_error("to wait until GPUs fit, use --wait");
 			rc = EXIT_NONE;
 			break;
@@ -610,28 +682,28 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys,
 		if (!said++) {
 			cli_error("waiting: %s", vd_error_last());
 			cli_print_reasons(choice);
+			place_text(where, sizeof(where), waiter, want);
+			if (!quiet)
+				cli_error("waiting: %s", where);
 		}
 wait:
 		vd_choice_free(choice);
 		choice = NULL;
 		vd_system_free(*sys);
 		*sys = NULL;
-		if (wait >= 0 && now_seconds() >= deadline) {
-			cli_error("%s (waited long enough)", vd_error_last());
-			rc = EXIT_NONE;
-			break;
-		}
 		/*
-		 * A lease that ends wakes us at once, even one that ended while we
-		 * tried; NVML's view is read again each second, and after finding
-		 * locks held without a record, sooner: 10 ms, then twice as long
-		 * each time, up to the second.
+		 * After finding locks held without a record, look again soon: 10 ms,
+		 * then twice as long each time, up to the second.
 		 */
 		settle_ms = !unsettled	    ? 0 :
 			    !settle_ms	    ? 10 :
 			    settle_ms < 500 ? settle_ms * 2 :
 					      1000;
-		err = vd_lease_watch_wait(watch, settle_ms ? settle_ms : 1000);
+		err = sleep_in_line(waiter,
+				    settle_ms			       ? settle_ms :
+				    vd_waiter_place(waiter, NULL) <= 1 ? 1000 :
+									 5000,
+				    deadline, start, want, status);
 		if (err == VD_EINTR || got_signal) {
 			rc = 128 + (got_signal ? got_signal : SIGINT);
 			break;
@@ -640,9 +712,27 @@ wait:
 			rc = cli_library_error(err);
 			break;
 		}
+		if (err == 0) {
+			if (status)
+				fprintf(stderr, "\r\033[K");
+			cli_error("no GPU fits (waited long enough)");
+			rc = EXIT_NONE;
+			break;
+		}
+	}
+	if (status && said)
+		fprintf(stderr, "\r\033[K");
+	if (!rc && said && !quiet) {
+		const struct vd_device_ref *d;
+		char got[256];
+		size_t nd;
+
+		d = vd_lease_devices(*lease, &nd);
+		devices_text(got, sizeof(got), d, nd);
+		cli_error("got %s after %.1f s in line", got, now_seconds() - start);
 	}
 	vd_choice_free(choice);
-	vd_lease_watch_free(watch);
+	vd_waiter_free(waiter);
 	vd_backend_free(backend);
 	if (rc) {
 		vd_resolution_free(*parent);
@@ -659,6 +749,7 @@ int cmd_run(int argc, char **argv)
 		OPT_WAIT = 256
 	};
 	static const struct option options[] = { { "wait", optional_argument, NULL, OPT_WAIT },
+						 { "quiet", no_argument, NULL, 'q' },
 						 CLI_SELECT_OPTIONS,
 						 CLI_GLOBAL_OPTIONS };
 	struct cli_globals g = { 0 };
@@ -671,14 +762,16 @@ int cmd_run(int argc, char **argv)
 	const char *dir = cli_lease_dir();
 	double wait = -3; /* -3: do not wait; -1: for ever */
 	size_t ndevs;
-	int opt, rc = -1;
+	int opt, rc = -1, quiet = 0;
 
 	cli_select_init(&sel);
-	while (rc < 0 && (opt = getopt_long(argc, argv, "+hn:", options, NULL)) != -1) {
+	while (rc < 0 && (opt = getopt_long(argc, argv, "+hqn:", options, NULL)) != -1) {
 		int r = cli_select_option(&sel, opt, optarg);
 
 		if (r < 0)
 			rc = EXIT_USAGE;
+		else if (r == 0 && opt == 'q')
+			quiet = 1;
 		else if (r == 0 && opt == OPT_WAIT) {
 			wait = parse_wait(optarg);
 			if (wait == -2)
@@ -721,7 +814,7 @@ int cmd_run(int argc, char **argv)
 	}
 	cmdline = join_args(argv + optind);
 	handle_signals();
-	rc = lease_gpus(&lease, &sys, &parent, &g, &sel, dir, wait, cmdline);
+	rc = lease_gpus(&lease, &sys, &parent, &g, &sel, dir, wait, quiet, cmdline);
 	if (got_signal) {
 		/* asked to stop while leasing: the job is not started */
 		rc = 128 + got_signal;

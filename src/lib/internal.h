@@ -5,6 +5,7 @@
 #define VISDEV_INTERNAL_H
 
 #include <stdarg.h>
+#include <sys/types.h>
 
 #include "visdev.h"
 
@@ -112,5 +113,35 @@ int cuda_fastest_order(char ***out, size_t *nout, const char *key);
  * Errors: VD_ENOMEM.
  */
 int lease_record_parse(struct vd_leases *l, const char *text, size_t len);
+
+/* lease.c, for line.c: the lease directory opened and checked, owners' names, record names. */
+int lease_dir_open(int *out, const char *dir);
+void lease_owner_name(char *out, size_t n, uid_t uid);
+int lease_is_record(const char *name);
+
+/* vd_lease_acquire(), made from a place in line when w is not NULL (line.c). */
+int lease_acquire(struct vd_lease **out, struct vd_choice **choice, const char *dir,
+		  const struct vd_system *sys, const struct vd_resolution *parent,
+		  const struct vd_select_options *opts, const char *command, struct vd_waiter *w);
+
+/* select.c: the UUIDs of the devices a request could ever use (visible, of its model...). */
+int select_within(char ***out, size_t *nout, const struct vd_system *sys,
+		  const struct vd_resolution *parent, const struct vd_select_options *opts);
+
+/* line.c, for lease.c: under the allocation lock. */
+int line_is_name(const char *name);   /* wait.TICKET.json or .fifo */
+int line_is_record(const char *name); /* wait.TICKET.json */
+int line_read_fd(struct vd_line **out, int dfd, const char *dir, int tidy);
+/* Adds the holds of the requests before ticket to leases (UINT64_MAX: all). */
+int line_holds_before(struct vd_leases *leases, const struct vd_line *line,
+		      const struct vd_system *sys, uint64_t ticket);
+/* Rings the bell of every request the plan says fits now, but own's. */
+void line_ring_ready(const struct vd_line *line, int dfd, uint64_t own);
+uint64_t waiter_ticket(const struct vd_waiter *w); /* 0: not in line (or w NULL) */
+/* After a try from w: leaves the line (fits), or takes a place in it, and watches. */
+int waiter_after_try(struct vd_waiter *w, int dfd, const struct vd_line *line, int fits,
+		     const struct vd_choice *choice, const struct vd_system *sys,
+		     const struct vd_resolution *parent, const struct vd_select_options *opts,
+		     const char *command);
 
 #endif

@@ -8,8 +8,9 @@
  * a record is live exactly while its lease is. Choosing and locking happen
  * under the allocation lock. Locks live in open file descriptions, which a
  * job inherits: the lease lasts as long as any process of the job does.
- * Waiters watch for the last close of a record (inotify), which is the end
- * of its lease.
+ * The last close of a record (an inotify event) is the end of its lease.
+ * Requests that wait stand in line (line.c): every choice leaves alone the
+ * devices held for requests waiting before it.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -20,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <time.h>
@@ -46,10 +46,6 @@ struct vd_lease {
 	json_t *record;
 };
 
-struct vd_lease_watch {
-	int fd;
-};
-
 const char *vd_lease_dir(void)
 {
 	const char *d = getenv("VISDEV_LEASE_DIR");
@@ -69,7 +65,7 @@ static int flock_retry(int fd, int op)
 }
 
 /* Whether a record's name is one of ours: lease.*.json */
-static int is_record(const char *name)
+int lease_is_record(const char *name)
 {
 	size_t len = strlen(name), pl = strlen(RECORD_PREFIX), sl = strlen(RECORD_SUFFIX);
 
@@ -100,7 +96,8 @@ static int is_own_name(const char *name)
 	size_t len = strlen(name);
 
 	return !strcmp(name, ".") || !strcmp(name, "..") || !strcmp(name, ALLOC_LOCK) ||
-	       (len > 5 && !strcmp(name + len - 5, ".lock")) || is_record(name);
+	       (len > 5 && !strcmp(name + len - 5, ".lock")) || lease_is_record(name) ||
+	       line_is_name(name);
 }
 
 /*
@@ -131,7 +128,7 @@ static int check_contents(int fd, const char *dir)
 }
 
 /* Opens (creating it, shared by all users, if missing) and checks the lease directory. */
-static int dir_open(int *out, const char *dir)
+int lease_dir_open(int *out, const char *dir)
 {
 	int fd, err;
 
@@ -183,7 +180,7 @@ static int dir_open(int *out, const char *dir)
 }
 
 /* "alice", or "uid 1234", for a file's owner. */
-static void owner_name(char *out, size_t n, uid_t uid)
+void lease_owner_name(char *out, size_t n, uid_t uid)
 {
 	struct passwd *pw = getpwuid(uid);
 
@@ -210,7 +207,7 @@ static int lock_open(int *out, int dfd, const char *dir, const char *name)
 		int e = errno, known = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 
 		/* what is there says more than errno: kernels differ on links in sticky folders */
-		owner_name(owner, sizeof(owner), known ? st.st_uid : geteuid());
+		lease_owner_name(owner, sizeof(owner), known ? st.st_uid : geteuid());
 		if (e == ELOOP || (known && S_ISLNK(st.st_mode)))
 			return error_set(VD_EPERM,
 					 "lock file '%s/%s' is a symbolic link: refusing it; "
@@ -232,7 +229,7 @@ static int lock_open(int *out, int dfd, const char *dir, const char *name)
 				 dir, name, strerror(e), owner);
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		owner_name(owner, sizeof(owner), st.st_uid);
+		lease_owner_name(owner, sizeof(owner), st.st_uid);
 		close(fd);
 		return error_set(VD_EPERM,
 				 "lock file '%s/%s' is not a regular file: refusing it; '%s' or an "
@@ -325,7 +322,7 @@ static void lock_holder(char *out, size_t n, int fd)
 	}
 	snprintf(path, sizeof(path), "/proc/%ld", pid);
 	if (stat(path, &st) == 0)
-		owner_name(owner, sizeof(owner), st.st_uid);
+		lease_owner_name(owner, sizeof(owner), st.st_uid);
 	snprintf(out, n, "pid %ld (%s, %s)", pid, owner, comm);
 }
 
@@ -527,7 +524,7 @@ static int records_read(struct vd_leases *l, int dfd, int tidy)
 		size_t first;
 		int fd;
 
-		if (!is_record(e->d_name))
+		if (!lease_is_record(e->d_name))
 			continue;
 		/* not blocking: a FIFO planted under a record's name must not hang us */
 		fd = openat(dfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
@@ -648,7 +645,7 @@ int vd_leases_read(struct vd_leases **out, const char *dir, const struct vd_syst
 	int dfd, err;
 
 	*out = NULL;
-	err = dir_open(&dfd, dir);
+	err = lease_dir_open(&dfd, dir);
 	if (err)
 		return err;
 	err = leases_read_fd(out, dfd, sys, 0);
@@ -829,18 +826,20 @@ static int lock_choice(struct vd_lease *l, struct vd_leases *leases, const struc
 	return 0;
 }
 
-int vd_lease_acquire(struct vd_lease **out, struct vd_choice **choice, const char *dir,
-		     const struct vd_system *sys, const struct vd_resolution *parent,
-		     const struct vd_select_options *opts, const char *command)
+int lease_acquire(struct vd_lease **out, struct vd_choice **choice, const char *dir,
+		  const struct vd_system *sys, const struct vd_resolution *parent,
+		  const struct vd_select_options *opts, const char *command, struct vd_waiter *w)
 {
 	struct vd_leases *leases = NULL;
+	struct vd_line *line = NULL;
 	struct vd_lease *l = NULL;
 	int dfd = -1, alloc_fd = -1, err;
 	size_t tries, most = system_units(sys) + 1;
+	uint64_t ticket = waiter_ticket(w);
 
 	*out = NULL;
 	*choice = NULL;
-	err = dir_open(&dfd, dir);
+	err = lease_dir_open(&dfd, dir);
 	if (err)
 		return err;
 	l = lease_new(dir, dfd);
@@ -852,6 +851,13 @@ int vd_lease_acquire(struct vd_lease **out, struct vd_choice **choice, const cha
 	if (err)
 		goto out;
 	err = leases_read_fd(&leases, dfd, sys, 1);
+	/* the line: what each request waiting before this one holds is not to be taken */
+	if (!err)
+		err = line_read_fd(&line, dfd, dir, 1);
+	if (!err)
+		err = vd_line_plan(line, sys, leases);
+	if (!err)
+		err = line_holds_before(leases, line, sys, ticket ? ticket : UINT64_MAX);
 	/*
 	 * Each device found locked without a record is counted as held and the
 	 * choice made again: one try per device at most, and one more.
@@ -878,16 +884,35 @@ int vd_lease_acquire(struct vd_lease **out, struct vd_choice **choice, const cha
 			err = l->record ? record_write(l) : error_set(VD_ENOMEM, "out of memory");
 		}
 	}
+	if (w && (!err || err == VD_ENOFIT)) {
+		int fits = !err;
+		int werr =
+			waiter_after_try(w, dfd, line, fits, *choice, sys, parent, opts, command);
+
+		/* a lease stands even if the line could not be left: its record is stale then */
+		if (werr && !fits)
+			err = werr;
+	}
+	if (line)
+		line_ring_ready(line, dfd, ticket);
 out:
 	if (alloc_fd >= 0)
 		close(alloc_fd); /* closing lets go of the allocation lock */
 	vd_leases_free(leases);
+	vd_line_free(line);
 	if (err) {
 		vd_lease_free(l);
 		return err;
 	}
 	*out = l;
 	return 0;
+}
+
+int vd_lease_acquire(struct vd_lease **out, struct vd_choice **choice, const char *dir,
+		     const struct vd_system *sys, const struct vd_resolution *parent,
+		     const struct vd_select_options *opts, const char *command)
+{
+	return lease_acquire(out, choice, dir, sys, parent, opts, command, NULL);
 }
 
 const struct vd_device_ref *vd_lease_devices(const struct vd_lease *lease, size_t *n)
@@ -944,92 +969,4 @@ void vd_lease_free(struct vd_lease *lease)
 	free(lease->record_name);
 	free(lease->record_path);
 	free(lease);
-}
-
-int vd_lease_watch_new(struct vd_lease_watch **out, const char *dir)
-{
-	struct vd_lease_watch *w;
-	int dfd, err;
-
-	*out = NULL;
-	err = dir_open(&dfd, dir);
-	if (err)
-		return err;
-	close(dfd);
-	w = calloc(1, sizeof(*w));
-	if (!w)
-		return error_set(VD_ENOMEM, "out of memory");
-	w->fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-	if (w->fd < 0 || inotify_add_watch(w->fd, dir, IN_CLOSE_WRITE) < 0) {
-		err = error_set(VD_EIO, "cannot watch lease directory '%s': %s", dir,
-				strerror(errno));
-		vd_lease_watch_free(w);
-		return err;
-	}
-	*out = w;
-	return 0;
-}
-
-/*
- * Whether an event is a lease's end: the last close of its record, which
- * only a holder has open for writing. Readers open records read-only and
- * lock files are opened read-only by all, so trying and failing to lease
- * makes no event of this kind: a waiter is never woken by its own tries.
- */
-static int is_release(const struct inotify_event *ev)
-{
-	return ev->len && is_record(ev->name);
-}
-
-int vd_lease_watch_wait(struct vd_lease_watch *watch, int timeout_ms)
-{
-	struct pollfd p = { .fd = watch->fd, .events = POLLIN };
-	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-	struct timespec start, now;
-
-	clock_gettime(CLOCK_MONOTONIC, &start);
-	for (;;) {
-		int left = timeout_ms, r;
-		ssize_t n;
-
-		if (timeout_ms >= 0) {
-			clock_gettime(CLOCK_MONOTONIC, &now);
-			left = timeout_ms - (int)((now.tv_sec - start.tv_sec) * 1000 +
-						  (now.tv_nsec - start.tv_nsec) / 1000000);
-			if (left < 0)
-				left = 0;
-		}
-		r = poll(&p, 1, left);
-		if (r < 0)
-			return errno == EINTR ?
-				       error_set(VD_EINTR, "interrupted") :
-				       error_set(VD_EIO, "cannot wait: %s", strerror(errno));
-		if (r == 0)
-			return 0;
-		while ((n = read(watch->fd, buf, sizeof(buf))) > 0) {
-			for (char *q = buf; q < buf + n;) {
-				const struct inotify_event *ev = (const struct inotify_event *)q;
-
-				if (is_release(ev) || (ev->mask & IN_Q_OVERFLOW))
-					r = 2; /* an overflow may have lost one */
-				q += sizeof(*ev) + ev->len;
-			}
-		}
-		if (r == 2)
-			return 1;
-	}
-}
-
-int vd_lease_watch_fd(const struct vd_lease_watch *watch)
-{
-	return watch->fd;
-}
-
-void vd_lease_watch_free(struct vd_lease_watch *watch)
-{
-	if (!watch)
-		return;
-	if (watch->fd >= 0)
-		close(watch->fd);
-	free(watch);
 }

@@ -14,6 +14,8 @@
  * - the parent made it visible: with CUDA_VISIBLE_DEVICES unset every unit
  *   is; set, only the devices it names, enumerated or not (a GPU in MIG
  *   mode named whole names its MIG instances);
+ * - with opts->within set (a request read from the line), it is one of
+ *   those UUIDs;
  * - it has not fallen off the bus;
  * - its GPU is not excluded (excluding a GPU excludes its MIG instances);
  * - (a GPU in MIG mode without MIG instances: never, and it says so);
@@ -23,8 +25,9 @@
  *   H100 80GB HBM3" (names begin with "NVIDIA", "Tesla" and the like);
  * - no lease stands in the way (a lease holds a unit by its GPU- or MIG-
  *   UUID; one on the UUID of a GPU in MIG mode holds none of its MIG
- *   instances, as leases are taken per unit): an exclusive request (mem_mib 0) wants no live lease
- * at all; a shared request wants no exclusive lease;
+ *   instances, as leases are taken per unit): an exclusive request (mem_mib
+ *   0) wants no live lease at all; a shared request wants no exclusive
+ *   lease; neither may take a unit held for a request waiting in line;
  * - exclusive requests only: NVML shows no compute process on the GPU that
  *   is not a live lease's (a process whose pid is that of a holder of a
  *   lease on this unit). Where the process list is unknown it does not
@@ -67,6 +70,7 @@
  *   GPU 2: in MIG mode with no MIG device to choose
  *   GPU 2: NVIDIA GeForce RTX 3090 does not match 'A100'
  *   GPU 3: leased by alice (pid 4242, python train.py) since 10:02
+ *   GPU 3: held for alice, waiting in line (pid 4242, python train.py) since 10:02
  *   GPU 3: shared lease by bob (pid 5000, python eval.py, 8.0 GiB) since 09:15 and 1 more
  *   GPU 3: holder unknown: locked without a lease record
  *   GPU 3: lock file '/dev/shm/visdev-leases/GPU-....lock' is a directory: ...
@@ -99,6 +103,7 @@
 enum problem {
 	FITS = 0,
 	HIDDEN,
+	NOT_WITHIN,
 	LOST,
 	EXCLUDED,
 	NO_MIG,
@@ -164,6 +169,16 @@ static int is_visible(const struct vd_resolution *parent, const struct unit *u)
 	return 0;
 }
 
+static int is_within(const struct vd_select_options *opts, const struct unit *u)
+{
+	if (!opts->within)
+		return 1;
+	for (size_t i = 0; i < opts->nwithin; i++)
+		if (opts->within[i] && !strcmp(opts->within[i], u->uuid))
+			return 1;
+	return 0;
+}
+
 static int is_excluded(const struct vd_select_options *opts, unsigned gpu)
 {
 	for (size_t i = 0; opts->exclude && i < opts->nexclude; i++)
@@ -198,8 +213,9 @@ static void read_leases(struct unit *u, const struct vd_leases *leases)
 		if (strcmp(h->uuid, u->uuid) != 0)
 			continue;
 		u->nholders++;
+		/* name an exclusive lease, or a hold, before shared ones */
 		if (!u->holder ||
-		    (u->holder->mode != VD_LEASE_EXCLUSIVE && h->mode == VD_LEASE_EXCLUSIVE))
+		    (u->holder->mode == VD_LEASE_SHARED && h->mode != VD_LEASE_SHARED))
 			u->holder = h;
 		if (h->mode == VD_LEASE_SHARED)
 			u->reserved_mib =
@@ -209,9 +225,10 @@ static void read_leases(struct unit *u, const struct vd_leases *leases)
 	}
 }
 
+/* Whether a lease or a hold keeps even a shared request off the unit. */
 static int has_exclusive(const struct unit *u)
 {
-	return u->holder && u->holder->mode == VD_LEASE_EXCLUSIVE;
+	return u->holder && u->holder->mode != VD_LEASE_SHARED;
 }
 
 /* Whether pid is that of a holder of a lease on u. */
@@ -282,6 +299,8 @@ static void weigh(struct unit *u, const struct vd_system *sys, const struct vd_l
 
 	if (!is_visible(parent, u))
 		u->problem = HIDDEN;
+	else if (!is_within(opts, u))
+		u->problem = NOT_WITHIN;
 	else if (u->gpu->lost)
 		u->problem = LOST;
 	else if (is_excluded(opts, u->ref.gpu))
@@ -351,6 +370,10 @@ static void describe_lease(char *buf, size_t size, const struct unit *u)
 		if (localtime_r(&t, &tm))
 			strftime(since, sizeof(since), " since %H:%M", &tm);
 	}
+	if (h->mode == VD_LEASE_HELD) {
+		snprintf(buf, size, "held for %s, waiting in line (%s)%s", who, what, since);
+		return;
+	}
 	if (u->nholders > 1)
 		snprintf(more, sizeof(more), " and %zu more", u->nholders - 1);
 	snprintf(buf, size, "%s by %s (%s)%s%s",
@@ -388,6 +411,9 @@ static int add_reason(struct vd_choice *choice, const struct unit *u,
 	switch (u->problem) {
 	case HIDDEN:
 		snprintf(why, sizeof(why), "hidden by CUDA_VISIBLE_DEVICES");
+		break;
+	case NOT_WITHIN:
+		snprintf(why, sizeof(why), "not among the devices the request may use");
 		break;
 	case LOST:
 		snprintf(why, sizeof(why), "lost (fell off the bus)");
@@ -809,6 +835,14 @@ int vd_select(struct vd_choice **out, const struct vd_system *sys, const struct 
 	choice->never = possible < n;
 	memcpy(order, fit, k * sizeof(*fit));
 	qsort_r(order, k, sizeof(*order), unit_cmp, &s);
+	choice->fitting = malloc((k ? k : 1) * sizeof(*choice->fitting));
+	if (!choice->fitting) {
+		err = error_set(VD_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < k; i++)
+		choice->fitting[i] = s.units[order[i]].ref;
+	choice->nfitting = k;
 	if (k >= n) {
 		best = malloc(n * sizeof(*best));
 		if (!best) {
@@ -855,11 +889,34 @@ out:
 	return err;
 }
 
+int select_within(char ***out, size_t *nout, const struct vd_system *sys,
+		  const struct vd_resolution *parent, const struct vd_select_options *opts)
+{
+	struct search s = { .sys = sys, .opts = opts };
+	int err = units_list(&s);
+
+	*out = NULL;
+	*nout = 0;
+	for (size_t i = 0; !err && i < s.nunits; i++) {
+		weigh(&s.units[i], sys, NULL, parent, opts);
+		if (could_ever_fit(&s.units[i], opts))
+			err = strings_push(out, nout, "%s", s.units[i].uuid);
+	}
+	free(s.units);
+	if (err) {
+		vd_strings_free(*out, *nout);
+		*out = NULL;
+		*nout = 0;
+	}
+	return err;
+}
+
 void vd_choice_free(struct vd_choice *choice)
 {
 	if (!choice)
 		return;
 	free(choice->devices);
+	free(choice->fitting);
 	vd_strings_free(choice->reasons, choice->nreasons);
 	free(choice);
 }

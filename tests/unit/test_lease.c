@@ -143,19 +143,21 @@ static void test_reservation_counts_until_used(void **state)
 
 /*
  * A lease a child inherited outlives the parent's hold, ends with the child,
- * and a watch with no time-out wakes when it does (no polling).
+ * and a waiter first in line with no time-out wakes when it does (no
+ * polling), then gets the GPU and leaves the line.
  */
-static void test_inherited_lease_and_watch(void **state)
+static void test_inherited_lease_and_waiter(void **state)
 {
 	struct vd_select_options o = exclusive(1);
 	struct vd_lease *a = NULL, *b = NULL;
-	struct vd_lease_watch *w = NULL;
+	struct vd_waiter *w = NULL;
 	struct vd_choice *c = NULL;
 	int go[2], status;
+	unsigned of;
 	pid_t pid;
 
 	(void)state;
-	assert_int_equal(vd_lease_watch_new(&w, dir), 0);
+	assert_int_equal(vd_waiter_new(&w, dir), 0);
 	assert_int_equal(vd_lease_acquire(&a, &c, dir, one, NULL, &o, "sleeper"), 0);
 	vd_choice_free(c);
 	assert_int_equal(pipe(go), 0);
@@ -171,53 +173,57 @@ static void test_inherited_lease_and_watch(void **state)
 	}
 	close(go[0]);
 	vd_lease_free(a); /* the parent lets go; the child still holds it */
-	assert_int_equal(vd_lease_acquire(&b, &c, dir, one, NULL, &o, "x"), VD_ENOFIT);
+	assert_int_equal(vd_waiter_acquire(w, &b, &c, one, NULL, &o, "x"), VD_ENOFIT);
 	vd_choice_free(c);
+	assert_int_equal(vd_waiter_place(w, &of), 1);
+	assert_int_equal(of, 1);
 	close(go[1]); /* ends the child's lease */
-	alarm(10);    /* a watch that never wakes fails the test instead of hanging it */
-	assert_int_equal(vd_lease_watch_wait(w, -1), 1);
+	alarm(10);    /* a waiter that never wakes fails the test instead of hanging it */
+	assert_int_equal(vd_waiter_wait(w, -1), 1);
 	alarm(0);
 	waitpid(pid, &status, 0);
-	assert_int_equal(vd_lease_acquire(&b, &c, dir, one, NULL, &o, "x"), 0);
+	assert_int_equal(vd_waiter_acquire(w, &b, &c, one, NULL, &o, "x"), 0);
+	assert_int_equal(vd_waiter_place(w, NULL), 0);
 	vd_lease_free(b);
 	vd_choice_free(c);
-	vd_lease_watch_free(w);
+	vd_waiter_free(w);
 }
 
 /*
- * A watch is not woken by its owner's failed tries (here on a lock held by
- * another program than visdev, which a try opens and closes), so a waiter
- * has nothing to forget and misses no lease that ends meanwhile.
+ * A waiter is not woken by its own failed tries (here on a lock held by
+ * another program than visdev, which a try opens and closes), so it has
+ * nothing to forget and misses no lease that ends meanwhile.
  */
-static void test_watch_ignores_own_tries(void **state)
+static void test_waiter_ignores_own_tries(void **state)
 {
 	struct vd_select_options o = exclusive(1);
-	struct vd_lease_watch *w = NULL;
+	struct vd_waiter *w = NULL;
 	struct vd_choice *c = NULL;
 	struct vd_lease *a = NULL;
 	char path[400];
 	int held;
 
 	(void)state;
-	assert_int_equal(vd_lease_watch_new(&w, dir), 0);
+	assert_int_equal(vd_waiter_new(&w, dir), 0);
 	snprintf(path, sizeof(path), "%s/%s.lock", dir, one->gpus[0].uuid);
 	held = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
 	assert_true(held >= 0);
 	assert_int_equal(flock(held, LOCK_EX), 0);
 	for (int i = 0; i < 3; i++) {
-		assert_int_equal(vd_lease_acquire(&a, &c, dir, one, NULL, &o, "x"), VD_ENOFIT);
+		assert_int_equal(vd_waiter_acquire(w, &a, &c, one, NULL, &o, "x"), VD_ENOFIT);
 		assert_int_equal(c->unknown_holders, 1); /* worth trying again soon */
 		vd_choice_free(c);
 	}
-	assert_int_equal(vd_lease_watch_wait(w, 0), 0);
+	assert_int_equal(vd_waiter_wait(w, 0), 0);
 	close(held);
-	/* a lease that ends before the wait begins still wakes it */
-	assert_int_equal(vd_lease_acquire(&a, &c, dir, one, NULL, &o, "x"), 0);
+	/* the waiter gets it, and a lease that ends before the wait begins still wakes it */
+	assert_int_equal(vd_waiter_acquire(w, &a, &c, one, NULL, &o, "x"), 0);
 	vd_choice_free(c);
+	assert_int_equal(vd_waiter_wait(w, 0), 1); /* it left the line */
 	vd_lease_free(a);
-	assert_int_equal(vd_lease_watch_wait(w, 0), 1);
-	assert_int_equal(vd_lease_watch_wait(w, 0), 0);
-	vd_lease_watch_free(w);
+	assert_int_equal(vd_waiter_wait(w, 0), 1);
+	assert_int_equal(vd_waiter_wait(w, 0), 0);
+	vd_waiter_free(w);
 }
 
 /* A record nobody holds (its job died) does not count and is tidied away. */
@@ -262,8 +268,8 @@ int main(void)
 		cmocka_unit_test(test_exclusive_excludes),
 		cmocka_unit_test(test_record),
 		cmocka_unit_test(test_reservation_counts_until_used),
-		cmocka_unit_test(test_inherited_lease_and_watch),
-		cmocka_unit_test(test_watch_ignores_own_tries),
+		cmocka_unit_test(test_inherited_lease_and_waiter),
+		cmocka_unit_test(test_waiter_ignores_own_tries),
 		cmocka_unit_test(test_stale_record),
 		cmocka_unit_test(test_unsafe_dir),
 	};
