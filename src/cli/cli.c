@@ -436,6 +436,107 @@ json_t *cli_json_lease(const struct vd_lease_holder *h)
 						      json_null());
 }
 
+struct vd_line *cli_line(const struct vd_system *sys, const struct vd_leases *leases)
+{
+	struct vd_line *line = NULL;
+
+	if (vd_line_read(&line, cli_lease_dir())) {
+		cli_error("the line of waiting requests is unknown: %s", vd_error_last());
+		return NULL;
+	}
+	if (sys && vd_line_plan(line, sys, leases))
+		cli_error("what the waiting requests hold is unknown: %s", vd_error_last());
+	return line;
+}
+
+json_t *cli_json_line(const struct vd_line *line, const struct vd_system *sys)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; line && i < line->n; i++) {
+		const struct vd_waiting *w = &line->waiting[i];
+		json_t *holds = json_array();
+		char since[32];
+
+		for (size_t k = 0; sys && k < w->nholds; k++)
+			json_array_append_new(holds, cli_json_device(sys, w->holds[k]));
+		cli_format_time(since, sizeof(since), w->since);
+		json_array_append_new(
+			a,
+			json_pack("{s:I, s:o, s:I, s:I, s:s, s:I, s:o, s:o, s:o, s:o, s:s, s:o, "
+				  "s:o, s:b}",
+				  "place", (json_int_t)w->place, "user", cli_json_str(w->user),
+				  "uid", (json_int_t)w->uid, "pid", (json_int_t)w->pid, "since",
+				  since, "n", (json_int_t)w->n, "mem_mib",
+				  w->mem_mib ? json_integer((json_int_t)w->mem_mib) : json_null(),
+				  "min_free_mib",
+				  w->min_free_mib ? json_integer((json_int_t)w->min_free_mib) :
+						    json_null(),
+				  "max_util",
+				  w->max_util >= 0 ? json_integer(w->max_util) : json_null(),
+				  "model", w->model[0] ? cli_json_str(w->model) : json_null(),
+				  "policy", vd_policy_name(w->policy), "command",
+				  cli_json_str(w->command), "holds", holds, "ready", w->ready));
+	}
+	return a;
+}
+
+json_t *cli_json_line_ignored(const struct vd_line *line)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; line && i < line->nignored; i++)
+		json_array_append_new(a, cli_json_str(line->ignored[i]));
+	return a;
+}
+
+void cli_print_line(const struct vd_line *line, const struct vd_system *sys)
+{
+	if (!line)
+		return;
+	for (size_t i = 0; i < line->nignored; i++)
+		cli_error("%s", line->ignored[i]);
+	if (!line->n)
+		return;
+	cli_printf("\n");
+	cli_printf("waiting in line, first come first served:\n");
+	cli_printf("%5s  %-10s  %7s  %-24s  %-22s  %-16s  %s\n", "PLACE", "USER", "PID", "SINCE",
+		   "ASKED", "HOLDS", "COMMAND");
+	for (size_t i = 0; i < line->n; i++) {
+		const struct vd_waiting *w = &line->waiting[i];
+		char since[32], asked[160], holds[160] = "-";
+		size_t len, hl = 0;
+
+		cli_format_time(since, sizeof(since), w->since);
+		len = (size_t)snprintf(asked, sizeof(asked), "-n %u", w->n);
+		if (w->mem_mib && len < sizeof(asked))
+			len += (size_t)snprintf(asked + len, sizeof(asked) - len, " --mem %lluM",
+						(unsigned long long)w->mem_mib);
+		if (w->min_free_mib && len < sizeof(asked))
+			len += (size_t)snprintf(asked + len, sizeof(asked) - len,
+						" --min-free %lluM",
+						(unsigned long long)w->min_free_mib);
+		if (w->max_util >= 0 && len < sizeof(asked))
+			len += (size_t)snprintf(asked + len, sizeof(asked) - len, " --max-util %d",
+						w->max_util);
+		if (w->model[0] && len < sizeof(asked))
+			snprintf(asked + len, sizeof(asked) - len, " --model %s", w->model);
+		for (size_t k = 0; sys && k < w->nholds && hl < sizeof(holds); k++) {
+			const struct vd_device_ref d = w->holds[k];
+
+			hl += (size_t)snprintf(holds + hl, sizeof(holds) - hl, "%s%u",
+					       k ? "," : "GPU ", d.gpu);
+			if (d.mig >= 0 && hl < sizeof(holds))
+				hl += (size_t)snprintf(holds + hl, sizeof(holds) - hl, "/mig%d",
+						       d.mig);
+		}
+		if (w->ready && hl && hl < sizeof(holds))
+			snprintf(holds + hl, sizeof(holds) - hl, " (starting)");
+		cli_printf("%5u  %-10s  %7d  %-24s  %-22s  %-16s  %s\n", w->place, w->user,
+			   (int)w->pid, since, asked, holds, w->command);
+	}
+}
+
 const char *cli_lease_dir(void)
 {
 	static int checked;

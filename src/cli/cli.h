@@ -193,6 +193,21 @@ void cli_print_reasons(const struct vd_choice *choice);
  */
 const char *cli_lease_dir(void);
 
+/*
+ * The line of waiting requests, planned on sys with the leases (what each
+ * holds); NULL, after saying why, when it cannot be read. vd_line_free().
+ */
+struct vd_line *cli_line(const struct vd_system *sys, const struct vd_leases *leases);
+
+/* The line as JSON: one object per request, first first (docs/json.md). */
+json_t *cli_json_line(const struct vd_line *line, const struct vd_system *sys);
+
+/* What was ignored in the line, as a JSON array of strings. */
+json_t *cli_json_line_ignored(const struct vd_line *line);
+
+/* The line as a table (nothing when empty), and what was ignored, on stderr. */
+void cli_print_line(const struct vd_line *line, const struct vd_system *sys);
+
 /* A lease as JSON: {"user", "pid", "command", "since", "mode", "mem_mib"}. */
 json_t *cli_json_lease(const struct vd_lease_holder *h);
 

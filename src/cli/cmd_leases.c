@@ -12,7 +12,8 @@ static const char usage[] =
 	"\n"
 	"Lists the live leases in the lease directory (VISDEV_LEASE_DIR, default\n" VD_LEASE_DIR_DEFAULT
 	"): the device, who holds it, the job's pid and command, since when, and\n"
-	"whether exclusively or as a share of its memory.\n"
+	"whether exclusively or as a share of its memory; then the requests waiting\n"
+	"in line, first first: what each asked, since when, and the GPUs it holds.\n"
 	"\n" CLI_GLOBAL_USAGE;
 
 /* "GPU 2", "GPU 4 MIG 1g.10gb", or the UUID when the device is not in the snapshot. */
@@ -46,6 +47,7 @@ int cmd_leases(int argc, char **argv)
 	struct vd_backend *b = NULL;
 	struct vd_system *sys = NULL;
 	struct vd_leases *leases = NULL;
+	struct vd_line *line = NULL;
 	int err, rc;
 
 	rc = cli_parse_plain(&g, argc, argv, usage);
@@ -63,6 +65,7 @@ int cmd_leases(int argc, char **argv)
 		rc = cli_library_error(err);
 		goto out;
 	}
+	line = cli_line(sys, leases);
 	if (g.json) {
 		json_t *a = json_array();
 
@@ -78,12 +81,14 @@ int cmd_leases(int argc, char **argv)
 					    index < 0 ? json_null() : json_integer(index));
 			json_array_append_new(a, o);
 		}
-		rc = cli_print_json(
-			json_pack("{s:s, s:o}", "lease_dir", cli_lease_dir(), "leases", a));
+		rc = cli_print_json(json_pack("{s:s, s:o, s:o, s:o}", "lease_dir", cli_lease_dir(),
+					      "leases", a, "line", cli_json_line(line, sys),
+					      "line_ignored", cli_json_line_ignored(line)));
 		goto out;
 	}
 	if (!leases->n) {
 		cli_printf("no leases in %s\n", cli_lease_dir());
+		cli_print_line(line, sys);
 		goto out;
 	}
 	cli_printf("%-20s  %-10s  %7s  %-24s  %-15s  %s\n", "DEVICE", "USER", "PID", "SINCE",
@@ -102,7 +107,9 @@ int cmd_leases(int argc, char **argv)
 		cli_printf("%-20s  %-10s  %7d  %-24s  %-15s  %s\n", label, h->user, (int)h->pid,
 			   since, mode, h->command);
 	}
+	cli_print_line(line, sys);
 out:
+	vd_line_free(line);
 	vd_leases_free(leases);
 	vd_system_free(sys);
 	return rc;

@@ -105,7 +105,7 @@ static json_t *json_gpu(const struct vd_system *sys, const struct vd_resolution 
 }
 
 static int print_json(const struct vd_system *sys, const struct vd_resolution *res,
-		      const struct vd_leases *leases)
+		      const struct vd_leases *leases, const struct vd_line *line)
 {
 	json_t *root = json_object(), *gpus = json_array(), *links = json_array();
 	const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
@@ -126,6 +126,7 @@ static int print_json(const struct vd_system *sys, const struct vd_resolution *r
 	json_object_set_new(root, "links", links);
 	json_object_set_new(root, "cuda_visible_devices", cvd ? cli_json_str(cvd) : json_null());
 	json_object_set_new(root, "order", json_string(vd_order_name(res->order)));
+	json_object_set_new(root, "line", cli_json_line(line, sys));
 	return cli_print_json(root);
 }
 
@@ -280,6 +281,7 @@ int cmd_list(int argc, char **argv)
 	struct vd_system *sys = NULL;
 	struct vd_resolution *res = NULL;
 	struct vd_leases *leases = NULL;
+	struct vd_line *line = NULL;
 	char **notes = NULL;
 	size_t nnotes = 0;
 	int rc, lease_err;
@@ -297,17 +299,21 @@ int cmd_list(int argc, char **argv)
 	lease_err = vd_leases_read(&leases, cli_lease_dir(), sys);
 	if (lease_err)
 		cli_error("leases unknown: %s", vd_error_last());
+	else
+		line = cli_line(sys, leases);
 	if (g.json) {
-		rc = print_json(sys, res, leases);
+		rc = print_json(sys, res, leases, line);
 		goto out;
 	}
 	print_table(sys, res, leases);
+	cli_print_line(line, sys);
 	print_mapping(sys, res);
 	cli_print_notes(res->warnings, res->nwarnings);
 	if (vd_env_check(&notes, &nnotes, environ) == 0)
 		cli_print_notes(notes, nnotes);
 	vd_strings_free(notes, nnotes);
 out:
+	vd_line_free(line);
 	vd_leases_free(leases);
 	vd_resolution_free(res);
 	vd_system_free(sys);

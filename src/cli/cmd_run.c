@@ -679,12 +679,11 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys,
 			rc = EXIT_NONE;
 			break;
 		}
-		if (!said++) {
+		if (!said++ && !quiet) {
 			cli_error("waiting: %s", vd_error_last());
 			cli_print_reasons(choice);
 			place_text(where, sizeof(where), waiter, want);
-			if (!quiet)
-				cli_error("waiting: %s", where);
+			cli_error("waiting: %s", where);
 		}
 wait:
 		vd_choice_free(choice);
