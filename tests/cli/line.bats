@@ -36,6 +36,8 @@ release() {
 }
 
 teardown() {
+	# shellcheck disable=SC2086 # a list of pids
+	[ -z "${BG:-}" ] || pkill -P "$(echo $BG | tr ' ' ',')" 2>/dev/null
 	for pid in $(v leases --json 2>/dev/null | jq -r '.leases[].pid'); do
 		kill "$pid" 2>/dev/null
 	done
@@ -161,9 +163,11 @@ teardown() {
 	ln -s /etc/passwd "$VISDEV_LEASE_DIR/wait.5.json"
 	echo junk >"$VISDEV_LEASE_DIR/wait.7.json"
 	flock "$VISDEV_LEASE_DIR/wait.7.json" sleep 60 &
+	BG="$BG $!"
 	printf '{"ticket": 9, "pid": 1, "since": 0, "n": 1, "mem_mib": 0, "min_free_mib": 0, "max_util": -1, "policy": "most-free", "model": null, "within": [], "command": "cheat"}\n' \
 		>"$VISDEV_LEASE_DIR/wait.9.json"
 	flock "$VISDEV_LEASE_DIR/wait.9.json" sleep 60 &
+	BG="$BG $!"
 	wait_for eval '! flock -n "$VISDEV_LEASE_DIR/wait.9.json" true'
 	run v leases
 	assert_status 0
@@ -176,7 +180,6 @@ teardown() {
 	# and the line works around them
 	run v run --wait=10 -- true
 	assert_status 0
-	kill %2 %3 2>/dev/null || true
 }
 
 @test "two Unix users in one line: the one who came first is served first" {
