@@ -9,7 +9,11 @@
  * each start JOBS_EACH jobs (8) through `visdev run -n 1 --wait`, all at
  * once, and it prints acquisitions per second, the p50 and p99 time from
  * starting visdev to its exit, and the number of overlaps: jobs that found
- * their GPU already in use (must be 0).
+ * their GPU already in use (must be 0), and the spread: p99 over p50.
+ * Phase 3, starvation (issue 14's case): ten loops of `visdev run -n 1
+ * --wait -- sleep 0.3` over the server, and once they are going, one
+ * `visdev run -n 4 --wait -- true`: how long it waits, against a floor of
+ * one 0.3-s job (the soonest four GPUs can all be free).
  *
  * The job is this program again, in job mode: it marks its GPU in use
  * (mkdir, which fails if another job holds it), stays 200 us, and unmarks.
@@ -27,7 +31,7 @@
 
 #define OVERHEAD_RUNS 200
 
-static char self[4096], workdir[] = "/tmp/visdev-bench-XXXXXX";
+static char self[4096], workdir[] = "/dev/shm/visdev-bench-XXXXXX";
 
 static double now_ms(void)
 {
@@ -102,12 +106,51 @@ static int by_value(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+#define LOOPS	  10
+#define LOOP_JOB  "0.3"
+#define LOOPS_FOR 1000.0 /* ms the loops run before the 4-GPU job asks */
+
+/* Phase 3: how long `run -n 4 --wait` waits while LOOPS loops of 1-GPU jobs go on; -1 on failure.
+ */
+static double starvation(const char *visdev, const char *fixture)
+{
+	char **loop = args_dup((const char *const[]){ visdev, "--fixture", fixture, "run", "-q",
+						      "-n", "1", "--wait", "--", "/bin/sleep",
+						      LOOP_JOB, NULL });
+	char **four = args_dup((const char *const[]){ visdev, "--fixture", fixture, "run", "-n",
+						      "4", "--wait", "--", "/bin/true", NULL });
+	volatile int *stop = mmap(NULL, sizeof(*stop), PROT_READ | PROT_WRITE,
+				  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	double t0, waited;
+
+	if (!loop || !four || stop == MAP_FAILED)
+		return -1;
+	*stop = 0;
+	for (int i = 0; i < LOOPS; i++) {
+		if (fork() == 0) {
+			while (!*stop)
+				run(loop);
+			_exit(0);
+		}
+	}
+	t0 = now_ms();
+	while (now_ms() - t0 < LOOPS_FOR)
+		nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
+	t0 = now_ms();
+	waited = run(four) == 0 ? now_ms() - t0 : -1;
+	*stop = 1;
+	while (wait(NULL) > 0 || errno == EINTR)
+		;
+	return waited;
+}
+
 int main(int argc, char **argv)
 {
 	char **direct, **leased, **waiting;
 	double a[OVERHEAD_RUNS], b[OVERHEAD_RUNS], *lat, t0, total;
 	int workers = 64, each = 8, njobs, failures = 0;
 	char leases[sizeof(workdir) + 16], overlaps[sizeof(workdir) + 16];
+	double starved, p50, p99;
 	struct stat st;
 
 	if (argc == 3 && !strcmp(argv[1], "--job"))
@@ -165,7 +208,11 @@ int main(int argc, char **argv)
 	for (int i = 0; i < njobs; i++)
 		failures += lat[i] < 0;
 	qsort(lat, (size_t)njobs, sizeof(*lat), by_value);
+	p50 = lat[njobs / 2];
+	p99 = lat[(njobs * 99) / 100];
 	snprintf(overlaps, sizeof(overlaps), "%s/overlaps", workdir);
+	starved = starvation(argv[1], argv[2]);
+	failures += starved < 0;
 
 	printf("lease-contention: %s, job = mark the GPU, hold 200 us, unmark\n", argv[2]);
 	printf("  overhead, one at a time, %d runs each (medians):\n", OVERHEAD_RUNS);
@@ -176,10 +223,16 @@ int main(int argc, char **argv)
 	printf("  contention: %d workers x %d jobs = %d runs with --wait, all at once:\n", workers,
 	       each, njobs);
 	printf("    acquisitions per second        %.0f\n", njobs / (total / 1e3));
-	printf("    time to run, p50               %.2f ms\n", lat[njobs / 2]);
-	printf("    time to run, p99               %.2f ms\n", lat[(njobs * 99) / 100]);
+	printf("    time to run, p50               %.2f ms\n", p50);
+	printf("    time to run, p99               %.2f ms\n", p99);
+	printf("    spread, p99 / p50              %.2fx (goal: within 2x)\n", p99 / p50);
 	printf("    overlaps                       %lld (must be 0)\n",
 	       stat(overlaps, &st) == 0 ? (long long)st.st_size : 0LL);
+	printf("  starvation: %d loops of 'run -n 1 --wait -- sleep %s', then 'run -n 4 --wait':\n",
+	       LOOPS, LOOP_JOB);
+	printf("    the 4-GPU job waited           %.3f s (goal: under 2 s; floor %s s)\n",
+	       starved / 1e3, LOOP_JOB);
+	printf("    against the floor              %.2fx\n", starved / 1e3 / atof(LOOP_JOB));
 	printf("    failed runs                    %d\n", failures);
 	return failures || stat(overlaps, &st) == 0;
 }

@@ -131,7 +131,9 @@ int select_within(char ***out, size_t *nout, const struct vd_system *sys,
 /* line.c, for lease.c: under the allocation lock. */
 int line_is_name(const char *name);   /* wait.TICKET.json or .fifo */
 int line_is_record(const char *name); /* wait.TICKET.json */
-int line_read_fd(struct vd_line **out, int dfd, const char *dir, int tidy);
+/* known: the line as read a moment ago, whose records need not be read again (or NULL). */
+int line_read_fd(struct vd_line **out, int dfd, const char *dir, int tidy,
+		 const struct vd_line *known);
 /* Adds the holds of the requests before ticket to leases (UINT64_MAX: all). */
 int line_holds_before(struct vd_leases *leases, const struct vd_line *line,
 		      const struct vd_system *sys, uint64_t ticket);

@@ -179,15 +179,26 @@ int lease_dir_open(int *out, const char *dir)
 	return 0;
 }
 
-/* "alice", or "uid 1234", for a file's owner. */
+/*
+ * "alice", or "uid 1234", for a file's owner. The last answer is kept: a
+ * line of many waiters is mostly a few users, and each getpwuid() reads
+ * the password database again.
+ */
 void lease_owner_name(char *out, size_t n, uid_t uid)
 {
-	struct passwd *pw = getpwuid(uid);
+	static _Thread_local char name[48];
+	static _Thread_local uid_t known = (uid_t)-1;
+	struct passwd *pw;
 
-	if (pw)
-		snprintf(out, n, "%s", pw->pw_name);
-	else
-		snprintf(out, n, "uid %u", (unsigned)uid);
+	if (uid != known || !name[0]) {
+		pw = getpwuid(uid);
+		if (pw)
+			snprintf(name, sizeof(name), "%s", pw->pw_name);
+		else
+			snprintf(name, sizeof(name), "uid %u", (unsigned)uid);
+		known = uid;
+	}
+	snprintf(out, n, "%s", name);
 }
 
 /*
@@ -330,21 +341,27 @@ static void lock_holder(char *out, size_t n, int fd)
  * milliseconds. */
 #define ALLOC_PATIENCE_MS 250
 
+/* How often a try for a held allocation lock is repeated: it is held for a millisecond or two. */
+#define ALLOC_STEP_US 200
+
 /*
  * Takes the allocation lock, under which devices are chosen and locked and
  * records made. Never blocks for long: while another holds it, tries again
- * every few milliseconds for ALLOC_PATIENCE_MS, then gives up with VD_EBUSY
- * naming the holder; a signal ends the wait at once (VD_EINTR).
+ * every ALLOC_STEP_US for ALLOC_PATIENCE_MS, then gives up with VD_EBUSY
+ * naming the holder; a signal ends the wait at once (VD_EINTR). The step is
+ * short because under contention a lock that is free and not taken is a
+ * GPU that stays idle.
  */
 static int alloc_lock(int *out, int dfd, const char *dir)
 {
-	int err, waited = 0, step = 1;
+	const struct timespec step = { 0, ALLOC_STEP_US * 1000 };
+	int err;
 
-	for (;;) {
+	for (long waited_us = 0;; waited_us += ALLOC_STEP_US) {
 		err = lock_take(out, dfd, dir, ALLOC_LOCK, LOCK_EX | LOCK_NB);
 		if (err != VD_EBUSY)
 			return err;
-		if (waited >= ALLOC_PATIENCE_MS) {
+		if (waited_us >= ALLOC_PATIENCE_MS * 1000L) {
 			char who[160];
 
 			err = lock_open(out, dfd, dir, ALLOC_LOCK);
@@ -358,11 +375,9 @@ static int alloc_lock(int *out, int dfd, const char *dir)
 					 "more than %d ms by %s",
 					 dir, ALLOC_PATIENCE_MS, who);
 		}
-		if (poll(NULL, 0, step) < 0 && errno == EINTR)
+		if (nanosleep(&step, NULL) < 0 && errno == EINTR)
 			return error_set(VD_EINTR,
 					 "interrupted while waiting for the allocation lock");
-		waited += step;
-		step = step < 32 ? step * 2 : 32;
 	}
 }
 
@@ -485,19 +500,17 @@ static int lock_vouches(int dfd, const struct vd_lease_holder *h)
  */
 static void holders_vouch(struct vd_leases *l, size_t first, int dfd, uid_t owner)
 {
-	struct passwd *pw = getpwuid(owner);
+	char name[48];
 	size_t kept = first;
 
+	lease_owner_name(name, sizeof(name), owner);
 	for (size_t i = first; i < l->n; i++) {
 		struct vd_lease_holder *h = &l->holders[i];
 
 		if (!lock_vouches(dfd, h))
 			continue;
 		h->uid = (uint32_t)owner;
-		if (pw)
-			vd_utf8_copy(h->user, pw->pw_name, sizeof(h->user));
-		else
-			snprintf(h->user, sizeof(h->user), "uid %u", (unsigned)owner);
+		vd_utf8_copy(h->user, name, sizeof(h->user));
 		l->holders[kept++] = *h;
 	}
 	l->n = kept;
@@ -831,7 +844,7 @@ int lease_acquire(struct vd_lease **out, struct vd_choice **choice, const char *
 		  const struct vd_select_options *opts, const char *command, struct vd_waiter *w)
 {
 	struct vd_leases *leases = NULL;
-	struct vd_line *line = NULL;
+	struct vd_line *line = NULL, *early = NULL;
 	struct vd_lease *l = NULL;
 	int dfd = -1, alloc_fd = -1, err;
 	size_t tries, most = system_units(sys) + 1;
@@ -847,13 +860,16 @@ int lease_acquire(struct vd_lease **out, struct vd_choice **choice, const char *
 		close(dfd);
 		return error_set(VD_ENOMEM, "out of memory");
 	}
-	err = alloc_lock(&alloc_fd, dfd, dir);
+	/* the line read first, outside the allocation lock, which is then held only to check it */
+	err = line_read_fd(&early, dfd, dir, 0, NULL);
+	if (!err)
+		err = alloc_lock(&alloc_fd, dfd, dir);
 	if (err)
 		goto out;
 	err = leases_read_fd(&leases, dfd, sys, 1);
 	/* the line: what each request waiting before this one holds is not to be taken */
 	if (!err)
-		err = line_read_fd(&line, dfd, dir, 1);
+		err = line_read_fd(&line, dfd, dir, 1, early);
 	if (!err)
 		err = vd_line_plan(line, sys, leases);
 	if (!err)
@@ -900,6 +916,7 @@ out:
 		close(alloc_fd); /* closing lets go of the allocation lock */
 	vd_leases_free(leases);
 	vd_line_free(line);
+	vd_line_free(early);
 	if (err) {
 		vd_lease_free(l);
 		return err;

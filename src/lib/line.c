@@ -172,18 +172,18 @@ static int waiting_from_json(struct vd_waiting *w, json_t *rec, uint64_t ticket)
 	return 1;
 }
 
-/* The last whole line of a record file, parsed; NULL when there is none. */
-static json_t *record_load(int fd)
+/* The last whole line of a record file of size bytes, parsed; NULL when there is none. */
+static json_t *record_load(int fd, off_t size)
 {
-	char *buf = malloc(RECORD_MAX);
-	size_t len = 0;
+	size_t cap = size > 0 && size < RECORD_MAX ? (size_t)size : RECORD_MAX, len = 0;
+	char *buf = malloc(cap);
 	ssize_t n;
 	const char *end, *start;
 	json_t *rec = NULL;
 
 	if (!buf)
 		return NULL;
-	while (len < RECORD_MAX && (n = pread(fd, buf + len, RECORD_MAX - len, (off_t)len)) > 0)
+	while (len < cap && (n = pread(fd, buf + len, cap - len, (off_t)len)) > 0)
 		len += (size_t)n;
 	end = len ? memrchr(buf, '\n', len) : NULL;
 	if (end) {
@@ -209,10 +209,50 @@ static int ignore(struct vd_line *l, const char *dir, const char *name, uid_t ow
 			    why);
 }
 
-/* Reads one record of the line into l; stale ones are removed when tidy is set. */
-static int read_one(struct vd_line *l, int dfd, const char *dir, const char *name, uint64_t ticket,
-		    int tidy)
+/* The entry of a line read before with this ticket and owner, or NULL. */
+static const struct vd_waiting *known_entry(const struct vd_line *known, uint64_t ticket,
+					    uid_t owner)
 {
+	size_t lo = 0, hi = known ? known->n : 0;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (known->waiting[mid].ticket < ticket)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (known && lo < known->n && known->waiting[lo].ticket == ticket &&
+	    known->waiting[lo].uid == (uint32_t)owner)
+		return &known->waiting[lo];
+	return NULL;
+}
+
+/* A copy of what a record said, without the plan. */
+static int waiting_copy(struct vd_waiting *w, const struct vd_waiting *from)
+{
+	*w = *from;
+	w->within = NULL;
+	w->nwithin = 0;
+	w->holds = NULL;
+	w->nholds = 0;
+	w->ready = 0;
+	for (size_t i = 0; i < from->nwithin; i++)
+		if (strings_push(&w->within, &w->nwithin, "%s", from->within[i]))
+			return -1;
+	return 1;
+}
+
+/*
+ * Reads one record of the line into l; stale ones are removed when tidy is
+ * set. A record is written once: one in known (the same line read a moment
+ * ago) is only checked to be live, not read again.
+ */
+static int read_one(struct vd_line *l, int dfd, const char *dir, const char *name, uint64_t ticket,
+		    int tidy, const struct vd_line *known)
+{
+	const struct vd_waiting *seen;
 	struct vd_waiting *grown, w = { 0 };
 	char bell[48];
 	struct stat st;
@@ -241,12 +281,18 @@ static int read_one(struct vd_line *l, int dfd, const char *dir, const char *nam
 		close(fd);
 		return 0;
 	}
-	rec = record_load(fd);
-	close(fd);
-	if (!rec)
-		return ignore(l, dir, name, st.st_uid, "not a line record");
-	ok = waiting_from_json(&w, rec, ticket);
-	json_decref(rec);
+	seen = known_entry(known, ticket, st.st_uid);
+	if (seen) {
+		close(fd);
+		ok = waiting_copy(&w, seen);
+	} else {
+		rec = record_load(fd, st.st_size);
+		close(fd);
+		if (!rec)
+			return ignore(l, dir, name, st.st_uid, "not a line record");
+		ok = waiting_from_json(&w, rec, ticket);
+		json_decref(rec);
+	}
 	if (ok < 0) {
 		waiting_clear(&w);
 		return error_set(VD_ENOMEM, "out of memory");
@@ -279,7 +325,8 @@ static int by_ticket(const void *pa, const void *pb)
 	return (a->ticket > b->ticket) - (a->ticket < b->ticket);
 }
 
-int line_read_fd(struct vd_line **out, int dfd, const char *dir, int tidy)
+int line_read_fd(struct vd_line **out, int dfd, const char *dir, int tidy,
+		 const struct vd_line *known)
 {
 	struct vd_line *l = calloc(1, sizeof(*l));
 	int scan = dup(dfd), err = 0;
@@ -299,7 +346,7 @@ int line_read_fd(struct vd_line **out, int dfd, const char *dir, int tidy)
 		uint64_t ticket = name_ticket(e->d_name, WAIT_RECORD);
 
 		if (ticket)
-			err = read_one(l, dfd, dir, e->d_name, ticket, tidy);
+			err = read_one(l, dfd, dir, e->d_name, ticket, tidy, known);
 	}
 	closedir(d);
 	if (err) {
@@ -321,7 +368,7 @@ int vd_line_read(struct vd_line **out, const char *dir)
 	err = lease_dir_open(&dfd, dir);
 	if (err)
 		return err;
-	err = line_read_fd(out, dfd, dir, 0);
+	err = line_read_fd(out, dfd, dir, 0, NULL);
 	close(dfd);
 	return err;
 }
@@ -395,6 +442,26 @@ static int plan_one(struct vd_waiting *w, const struct vd_system *sys, const str
 	return 0;
 }
 
+static int same_request(const struct vd_waiting *a, const struct vd_waiting *b)
+{
+	if (a->n != b->n || a->mem_mib != b->mem_mib || a->min_free_mib != b->min_free_mib ||
+	    a->max_util != b->max_util || a->policy != b->policy || a->nwithin != b->nwithin)
+		return 0;
+	for (size_t i = 0; i < a->nwithin; i++)
+		if (strcmp(a->within[i], b->within[i]))
+			return 0;
+	return 1;
+}
+
+/* Whether an earlier request like the i-th, planned already, found nothing to hold. */
+static int nothing_left_for(const struct vd_line *line, size_t i)
+{
+	for (size_t j = i; j-- > 0;)
+		if (!line->waiting[j].nholds && same_request(&line->waiting[j], &line->waiting[i]))
+			return 1;
+	return 0;
+}
+
 int vd_line_plan(struct vd_line *line, const struct vd_system *sys, const struct vd_leases *leases)
 {
 	struct vd_leases work = { 0 };
@@ -408,9 +475,23 @@ int vd_line_plan(struct vd_line *line, const struct vd_system *sys, const struct
 		work.n = leases->n;
 	}
 	for (size_t i = 0; !err && i < line->n; i++) {
-		err = plan_one(&line->waiting[i], sys, &work);
+		struct vd_waiting *w = &line->waiting[i];
+
+		/*
+		 * Holds only grow along the line: a request that asks what an
+		 * earlier one asked, which found nothing to hold, finds nothing
+		 * either (a long line of alike requests is planned in one step).
+		 */
+		if (nothing_left_for(line, i)) {
+			free(w->holds);
+			w->holds = NULL;
+			w->nholds = 0;
+			w->ready = 0;
+			continue;
+		}
+		err = plan_one(w, sys, &work);
 		if (!err)
-			err = add_holds(&work, &line->waiting[i], sys);
+			err = add_holds(&work, w, sys);
 	}
 	free(work.holders);
 	return err;
