@@ -76,6 +76,7 @@ int cmd_pick(int argc, char **argv)
 	struct vd_system *sys = NULL;
 	struct vd_resolution *parent = NULL;
 	struct vd_leases *leases = NULL;
+	struct vd_line *line = NULL;
 	struct vd_choice *choice = NULL;
 	char *value = NULL;
 	int opt, rc = -1, fish = 0, err;
@@ -127,6 +128,12 @@ int cmd_pick(int argc, char **argv)
 		rc = cli_library_error(err);
 		goto out;
 	}
+	/* what is held for requests waiting in line is theirs: pick does not offer it */
+	line = cli_line(sys, leases);
+	if (line && vd_line_holds(leases, line, sys)) {
+		rc = cli_library_error(VD_ENOMEM);
+		goto out;
+	}
 	err = vd_select(&choice, sys, leases, parent, &sel.opts);
 	if (err == VD_ENOFIT) {
 		if (!sel.or_cpu) {
@@ -163,6 +170,7 @@ print:
 out:
 	free(value);
 	vd_choice_free(choice);
+	vd_line_free(line);
 	vd_leases_free(leases);
 	vd_resolution_free(parent);
 	vd_system_free(sys);

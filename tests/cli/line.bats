@@ -69,6 +69,9 @@ teardown() {
 	run v run -- true
 	assert_status 3
 	assert_output_has "held for $(id -un), waiting in line"
+	run v pick
+	assert_status 3
+	assert_output_has "held for $(id -un), waiting in line"
 	run v leases
 	assert_output_has "waiting in line, first come first served:"
 	release
