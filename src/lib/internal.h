@@ -131,6 +131,14 @@ int select_within(char ***out, size_t *nout, const struct vd_system *sys,
 /* line.c, for lease.c: under the allocation lock. */
 int line_is_name(const char *name);   /* wait.TICKET.json or .fifo */
 int line_is_record(const char *name); /* wait.TICKET.json */
+/*
+ * Reads a line record's text (its last whole line) into w, which must be
+ * zeroed: 1 when it is a whole, sane record of that ticket, 0 when not
+ * (w may then hold strings to free), -1 out of memory.
+ */
+int line_record_parse(struct vd_waiting *w, const char *text, size_t len, uint64_t ticket);
+/* Frees what a vd_waiting holds. */
+void line_waiting_clear(struct vd_waiting *w);
 /* known: the line as read a moment ago, whose records need not be read again (or NULL). */
 int line_read_fd(struct vd_line **out, int dfd, const char *dir, int tidy,
 		 const struct vd_line *known);

@@ -105,7 +105,7 @@ static uint64_t now_us(void)
 
 /* ---- reading the line ---------------------------------------------------- */
 
-static void waiting_clear(struct vd_waiting *w)
+void line_waiting_clear(struct vd_waiting *w)
 {
 	vd_strings_free(w->within, w->nwithin);
 	free(w->holds);
@@ -116,7 +116,7 @@ void vd_line_free(struct vd_line *line)
 	if (!line)
 		return;
 	for (size_t i = 0; i < line->n; i++)
-		waiting_clear(&line->waiting[i]);
+		line_waiting_clear(&line->waiting[i]);
 	free(line->waiting);
 	vd_strings_free(line->ignored, line->nignored);
 	free(line);
@@ -172,31 +172,37 @@ static int waiting_from_json(struct vd_waiting *w, json_t *rec, uint64_t ticket)
 	return 1;
 }
 
-/* The last whole line of a record file of size bytes, parsed; NULL when there is none. */
-static json_t *record_load(int fd, off_t size)
+int line_record_parse(struct vd_waiting *w, const char *text, size_t len, uint64_t ticket)
+{
+	const char *end = len ? memrchr(text, '\n', len) : NULL, *start;
+	json_t *rec;
+	int ok;
+
+	if (!end)
+		return 0; /* no whole line */
+	for (start = end; start > text && start[-1] != '\n'; start--)
+		;
+	rec = json_loadb(start, (size_t)(end - start), 0, NULL);
+	ok = json_is_object(rec) ? waiting_from_json(w, rec, ticket) : 0;
+	json_decref(rec);
+	return ok;
+}
+
+/* Reads a record file of size bytes into w: as line_record_parse(). */
+static int record_load(struct vd_waiting *w, int fd, off_t size, uint64_t ticket)
 {
 	size_t cap = size > 0 && size < RECORD_MAX ? (size_t)size : RECORD_MAX, len = 0;
 	char *buf = malloc(cap);
 	ssize_t n;
-	const char *end, *start;
-	json_t *rec = NULL;
+	int ok;
 
 	if (!buf)
-		return NULL;
+		return -1;
 	while (len < cap && (n = pread(fd, buf + len, cap - len, (off_t)len)) > 0)
 		len += (size_t)n;
-	end = len ? memrchr(buf, '\n', len) : NULL;
-	if (end) {
-		for (start = end; start > buf && start[-1] != '\n'; start--)
-			;
-		rec = json_loadb(start, (size_t)(end - start), 0, NULL);
-	}
+	ok = line_record_parse(w, buf, len, ticket);
 	free(buf);
-	if (rec && !json_is_object(rec)) {
-		json_decref(rec);
-		rec = NULL;
-	}
-	return rec;
+	return ok;
 }
 
 static int ignore(struct vd_line *l, const char *dir, const char *name, uid_t owner,
@@ -256,7 +262,6 @@ static int read_one(struct vd_line *l, int dfd, const char *dir, const char *nam
 	struct vd_waiting *grown, w = { 0 };
 	char bell[48];
 	struct stat st;
-	json_t *rec;
 	int fd, ok;
 
 	fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -286,31 +291,27 @@ static int read_one(struct vd_line *l, int dfd, const char *dir, const char *nam
 		close(fd);
 		ok = waiting_copy(&w, seen);
 	} else {
-		rec = record_load(fd, st.st_size);
+		ok = record_load(&w, fd, st.st_size, ticket);
 		close(fd);
-		if (!rec)
-			return ignore(l, dir, name, st.st_uid, "not a line record");
-		ok = waiting_from_json(&w, rec, ticket);
-		json_decref(rec);
 	}
 	if (ok < 0) {
-		waiting_clear(&w);
+		line_waiting_clear(&w);
 		return error_set(VD_ENOMEM, "out of memory");
 	}
 	if (!ok) {
-		waiting_clear(&w);
+		line_waiting_clear(&w);
 		return ignore(l, dir, name, st.st_uid, "not a line record");
 	}
 	if (ticket + TICKET_SLACK <
 	    (uint64_t)st.st_ctim.tv_sec * 1000000u + (uint64_t)st.st_ctim.tv_nsec / 1000u) {
-		waiting_clear(&w);
+		line_waiting_clear(&w);
 		return ignore(l, dir, name, st.st_uid, "it claims a place older than its file");
 	}
 	w.uid = (uint32_t)st.st_uid;
 	lease_owner_name(w.user, sizeof(w.user), st.st_uid);
 	grown = realloc(l->waiting, (l->n + 1) * sizeof(*grown));
 	if (!grown) {
-		waiting_clear(&w);
+		line_waiting_clear(&w);
 		return error_set(VD_ENOMEM, "out of memory");
 	}
 	l->waiting = grown;
