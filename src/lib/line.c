@@ -266,11 +266,11 @@ static int read_one(struct vd_line *l, int dfd, const char *dir, const char *nam
 
 	fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0) {
-		int e = errno, known = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+		int e = errno, exists = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 
-		if (e == ELOOP || (known && S_ISLNK(st.st_mode)))
-			return ignore(l, dir, name, known ? st.st_uid : 0, "a symbolic link");
-		return ignore(l, dir, name, known ? st.st_uid : 0, strerror(e));
+		if (e == ELOOP || (exists && S_ISLNK(st.st_mode)))
+			return ignore(l, dir, name, exists ? st.st_uid : 0, "a symbolic link");
+		return ignore(l, dir, name, exists ? st.st_uid : 0, strerror(e));
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
