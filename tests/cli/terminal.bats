@@ -56,3 +56,24 @@ job_state() {
 	[ ! -e went-on ] && [ ! -e loop ]
 	[ "$(cat rc)" = rc=130 ]
 }
+
+# What the terminal shows now.
+screen() {
+	tmux -L "$SESSION" capture-pane -p -t main
+}
+
+@test "on a terminal, run --wait keeps one status line of its place in line, then says what it got" {
+	"$VISDEV" --fixture "$FIXTURES/one.json" run -q -- sleep 100 &
+	holder=$!
+	wait_for eval '[ "$("$VISDEV" --fixture "$FIXTURES/one.json" leases --json | jq ".leases | length")" -eq 1 ]'
+	type_line "export VISDEV_LEASE_DIR=$VISDEV_LEASE_DIR"
+	type_line "$VISDEV --fixture $FIXTURES/one.json run --wait -- true"
+	wait_for eval 'screen | grep -q "visdev: waiting: place 1 of 1 in line, for 1 GPU, [0-9]* s"'
+	# one line, kept up to date in place: the count goes up, the lines do not
+	lines=$(screen | grep -c "in line, for 1 GPU")
+	wait_for eval 'screen | grep -q "in line, for 1 GPU, [1-9][0-9]* s"'
+	[ "$(screen | grep -c "in line, for 1 GPU")" -eq "$lines" ]
+	kill "$("$VISDEV" --fixture "$FIXTURES/one.json" leases --json | jq -r '.leases[0].pid')"
+	wait_for eval 'screen | grep -q "visdev: got GPU 0 after [0-9.]* s in line"'
+	wait "$holder" || true
+}
