@@ -354,7 +354,8 @@ int line_read_fd(struct vd_line **out, int dfd, const char *dir, int tidy,
 		vd_line_free(l);
 		return err;
 	}
-	qsort(l->waiting, l->n, sizeof(*l->waiting), by_ticket);
+	if (l->n > 1)
+		qsort(l->waiting, l->n, sizeof(*l->waiting), by_ticket);
 	for (size_t i = 0; i < l->n; i++)
 		l->waiting[i].place = (unsigned)i + 1;
 	*out = l;
