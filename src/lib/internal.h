@@ -7,6 +7,8 @@
 #include <stdarg.h>
 #include <sys/types.h>
 
+#include <jansson.h>
+
 #include "visdev.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -113,6 +115,15 @@ int cuda_fastest_order(char ***out, size_t *nout, const char *key);
  * Errors: VD_ENOMEM.
  */
 int lease_record_parse(struct vd_leases *l, const char *text, size_t len);
+
+/*
+ * Records, of leases and of the line, are JSON lines appended to a file; a
+ * reader takes the last whole line. record_last_line() is that line parsed
+ * as an object (NULL: none); record_append() writes rec as a new last line
+ * of fd: 0, or -1 with errno (ENOMEM when rec cannot be written out).
+ */
+json_t *record_last_line(const char *text, size_t len);
+int record_append(int fd, const json_t *rec);
 
 /* lease.c, for line.c: the lease directory opened and checked, owners' names, record names. */
 int lease_dir_open(int *out, const char *dir);

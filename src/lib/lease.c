@@ -15,7 +15,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -436,22 +435,49 @@ static int holders_from_record(struct vd_leases *l, json_t *rec)
 	return 0;
 }
 
-int lease_record_parse(struct vd_leases *l, const char *text, size_t len)
+json_t *record_last_line(const char *text, size_t len)
 {
 	const char *end = len ? memrchr(text, '\n', len) : NULL, *start;
 	json_t *rec;
-	int err;
 
 	if (!end)
-		return 0; /* no whole line yet */
+		return NULL; /* no whole line yet */
 	start = end;
 	while (start > text && start[-1] != '\n')
 		start--;
 	rec = json_loadb(start, (size_t)(end - start), 0, NULL);
 	if (!json_is_object(rec)) {
 		json_decref(rec);
-		return 0;
+		return NULL;
 	}
+	return rec;
+}
+
+int record_append(int fd, const json_t *rec)
+{
+	char *text = json_dumps(rec, JSON_COMPACT);
+	struct stat st;
+	size_t len;
+	int ok;
+
+	if (!text) {
+		errno = ENOMEM;
+		return -1;
+	}
+	len = strlen(text);
+	text[len++] = '\n'; /* the NUL becomes the newline: written by length */
+	ok = fstat(fd, &st) == 0 && pwrite(fd, text, len, st.st_size) == (ssize_t)len;
+	free(text);
+	return ok ? 0 : -1;
+}
+
+int lease_record_parse(struct vd_leases *l, const char *text, size_t len)
+{
+	json_t *rec = record_last_line(text, len);
+	int err;
+
+	if (!rec)
+		return 0;
 	err = holders_from_record(l, rec);
 	json_decref(rec);
 	return err;
@@ -720,21 +746,12 @@ static json_t *record_new(const struct vd_system *sys, const struct vd_lease *le
 /* Appends the record as a new last line of its file: readers take the last whole line. */
 static int record_write(struct vd_lease *lease)
 {
-	char *text = json_dumps(lease->record, JSON_COMPACT);
-	struct stat st;
-	size_t len;
-	int err = 0;
-
-	if (!text)
+	if (record_append(lease->record_fd, lease->record) == 0)
+		return 0;
+	if (errno == ENOMEM)
 		return error_set(VD_ENOMEM, "out of memory");
-	len = strlen(text);
-	text[len++] = '\n'; /* the NUL becomes the newline: written by length */
-	if (fstat(lease->record_fd, &st) < 0 ||
-	    pwrite(lease->record_fd, text, len, st.st_size) != (ssize_t)len)
-		err = error_set(VD_EIO, "cannot write lease record '%s': %s", lease->record_path,
-				strerror(errno));
-	free(text);
-	return err;
+	return error_set(VD_EIO, "cannot write lease record '%s': %s", lease->record_path,
+			 strerror(errno));
 }
 
 /* Creates and locks a new record file with a name no other lease has. */

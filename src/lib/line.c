@@ -174,16 +174,9 @@ static int waiting_from_json(struct vd_waiting *w, json_t *rec, uint64_t ticket)
 
 int line_record_parse(struct vd_waiting *w, const char *text, size_t len, uint64_t ticket)
 {
-	const char *end = len ? memrchr(text, '\n', len) : NULL, *start;
-	json_t *rec;
-	int ok;
+	json_t *rec = record_last_line(text, len);
+	int ok = rec ? waiting_from_json(w, rec, ticket) : 0;
 
-	if (!end)
-		return 0; /* no whole line */
-	for (start = end; start > text && start[-1] != '\n'; start--)
-		;
-	rec = json_loadb(start, (size_t)(end - start), 0, NULL);
-	ok = json_is_object(rec) ? waiting_from_json(w, rec, ticket) : 0;
 	json_decref(rec);
 	return ok;
 }
@@ -585,8 +578,8 @@ static int join(struct vd_waiter *w, int dfd, const struct vd_line *line,
 	struct epoll_event ev = { .events = EPOLLIN };
 	struct passwd *pw = getpwuid(geteuid());
 	uint64_t ticket = now_us();
-	char name[48], bell[48], cut[VD_COMMAND_MAX], user[32], **within = NULL, *text;
-	size_t nwithin = 0, len;
+	char name[48], bell[48], cut[VD_COMMAND_MAX], user[32], **within = NULL;
+	size_t nwithin = 0;
 	json_t *rec, *a;
 	struct stat st;
 	int err, fd = -1;
@@ -625,11 +618,9 @@ static int join(struct vd_waiter *w, int dfd, const struct vd_line *line,
 			"max_util", opts->max_util, "policy", vd_policy_name(opts->policy), "model",
 			opts->model ? json_string(opts->model) : json_null(), "within", a,
 			"command", cut);
-	text = rec ? json_dumps(rec, JSON_COMPACT) : NULL;
-	json_decref(rec);
 	ev.data.fd = w->bell_fd;
-	if (w->bell_fd < 0 || fd < 0 || !text || fchmod(fd, 0644) < 0 || flock(fd, LOCK_EX) < 0 ||
-	    (len = strlen(text), text[len++] = '\n', write(fd, text, len) != (ssize_t)len) ||
+	if (w->bell_fd < 0 || fd < 0 || !rec || fchmod(fd, 0644) < 0 || flock(fd, LOCK_EX) < 0 ||
+	    record_append(fd, rec) < 0 ||
 	    epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, w->bell_fd, &ev) < 0) {
 		err = error_set(VD_EIO, "cannot make a place in line in '%s': %s", w->dir,
 				strerror(errno));
@@ -641,10 +632,10 @@ static int join(struct vd_waiter *w, int dfd, const struct vd_line *line,
 			close(w->bell_fd);
 		w->bell_fd = -1;
 		unlinkat(dfd, bell, 0);
-		free(text);
+		json_decref(rec);
 		return err;
 	}
-	free(text);
+	json_decref(rec);
 	w->record_fd = fd;
 	w->ticket = ticket;
 	return 0;
