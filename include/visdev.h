@@ -606,7 +606,7 @@ struct vd_waiting {
 	char model[64];
 	enum vd_policy policy;
 	char command[VD_COMMAND_MAX];
-	char **within; /* UUIDs of the devices it may use at all */
+	char **within; /* UUIDs of the devices it may use at all; NULL: any */
 	size_t nwithin;
 	struct vd_device_ref *holds; /* held for it now (vd_line_plan), best first */
 	size_t nholds;

@@ -4,6 +4,7 @@
 #ifndef VISDEV_INTERNAL_H
 #define VISDEV_INTERNAL_H
 
+#include <dirent.h>
 #include <stdarg.h>
 #include <sys/types.h>
 
@@ -130,14 +131,22 @@ int lease_dir_open(int *out, const char *dir);
 void lease_owner_name(char *out, size_t n, uid_t uid);
 int lease_is_record(const char *name);
 
+/* A scan of the lease directory dfd from its start; dir (or NULL) names it in the error. */
+int lease_dir_scan(DIR **out, int dfd, const char *dir);
+
 /* vd_lease_acquire(), made from a place in line when w is not NULL (line.c). */
 int lease_acquire(struct vd_lease **out, struct vd_choice **choice, const char *dir,
 		  const struct vd_system *sys, const struct vd_resolution *parent,
 		  const struct vd_select_options *opts, const char *command, struct vd_waiter *w);
 
-/* select.c: the UUIDs of the devices a request could ever use (visible, of its model...). */
-int select_within(char ***out, size_t *nout, const struct vd_system *sys,
+/*
+ * select.c: the UUIDs of the devices a request could ever use (visible, of
+ * its model...); none, and *all set, when that is every device.
+ */
+int select_within(char ***out, size_t *nout, int *all, const struct vd_system *sys,
 		  const struct vd_resolution *parent, const struct vd_select_options *opts);
+/* select.c: whether leases (and holds) keep every request off every device of sys. */
+int select_all_taken(const struct vd_system *sys, const struct vd_leases *leases);
 
 /* line.c, for lease.c: under the allocation lock. */
 int line_is_name(const char *name);   /* wait.TICKET.json or .fifo */
@@ -150,9 +159,19 @@ int line_is_record(const char *name); /* wait.TICKET.json */
 int line_record_parse(struct vd_waiting *w, const char *text, size_t len, uint64_t ticket);
 /* Frees what a vd_waiting holds. */
 void line_waiting_clear(struct vd_waiting *w);
-/* known: the line as read a moment ago, whose records need not be read again (or NULL). */
-int line_read_fd(struct vd_line **out, int dfd, const char *dir, int tidy,
-		 const struct vd_line *known);
+/* The tickets of the requests further back in line than was read. */
+struct line_rest {
+	uint64_t *tickets;
+	size_t n;
+};
+/*
+ * Reads the line: every request, or with sys set, only as far back as
+ * something is left for anyone on sys with leases, each request planned
+ * as it is read; the tickets of the others go to rest (free them). Stale
+ * records are removed when tidy is set.
+ */
+int line_read_fd(struct vd_line **out, struct line_rest *rest, int dfd, const char *dir, int tidy,
+		 const struct vd_system *sys, const struct vd_leases *leases);
 /* Adds the holds of the requests before ticket to leases (UINT64_MAX: all). */
 int line_holds_before(struct vd_leases *leases, const struct vd_line *line,
 		      const struct vd_system *sys, uint64_t ticket);
@@ -160,9 +179,9 @@ int line_holds_before(struct vd_leases *leases, const struct vd_line *line,
 void line_ring_ready(const struct vd_line *line, int dfd, uint64_t own);
 uint64_t waiter_ticket(const struct vd_waiter *w); /* 0: not in line (or w NULL) */
 /* After a try from w: leaves the line (fits), or takes a place in it, and watches. */
-int waiter_after_try(struct vd_waiter *w, int dfd, const struct vd_line *line, int fits,
-		     const struct vd_choice *choice, const struct vd_system *sys,
-		     const struct vd_resolution *parent, const struct vd_select_options *opts,
-		     const char *command);
+int waiter_after_try(struct vd_waiter *w, int dfd, const struct vd_line *line,
+		     const struct line_rest *rest, int fits, const struct vd_choice *choice,
+		     const struct vd_system *sys, const struct vd_resolution *parent,
+		     const struct vd_select_options *opts, const char *command);
 
 #endif

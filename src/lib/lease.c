@@ -99,22 +99,33 @@ static int is_own_name(const char *name)
 	       line_is_name(name);
 }
 
+int lease_dir_scan(DIR **out, int dfd, const char *dir)
+{
+	int scan = dup(dfd);
+
+	*out = scan >= 0 ? fdopendir(scan) : NULL;
+	if (!*out) {
+		if (scan >= 0)
+			close(scan);
+		return error_set(VD_EIO, "cannot read lease directory%s%s%s: %s", dir ? " '" : "",
+				 dir ? dir : "", dir ? "'" : "", strerror(errno));
+	}
+	rewinddir(*out);
+	return 0;
+}
+
 /*
  * Refuses a directory that holds files visdev did not put there
  * (VISDEV_LEASE_DIR=/, say): lock files would be created among them.
  */
 static int check_contents(int fd, const char *dir)
 {
-	int scan = dup(fd), err = 0;
 	struct dirent *e;
 	DIR *d;
+	int err = lease_dir_scan(&d, fd, dir);
 
-	if (scan < 0 || !(d = fdopendir(scan))) {
-		if (scan >= 0)
-			close(scan);
-		return error_set(VD_EIO, "cannot read lease directory '%s': %s", dir,
-				 strerror(errno));
-	}
+	if (err)
+		return err;
 	while (!err && (e = readdir(d)))
 		if (!is_own_name(e->d_name))
 			err = error_set(VD_EPERM,
@@ -264,37 +275,52 @@ static int still_there(int fd, int dfd, const char *name)
 	       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
-/*
- * Locks name in the directory (op: LOCK_EX or LOCK_SH, with LOCK_NB or
- * not): opened, locked, and opened again if the file was replaced
- * meanwhile. Returns 0, VD_EBUSY when held (LOCK_NB), or lock_open's error.
- */
-static int lock_take(int *out, int dfd, const char *dir, const char *name, int op)
-{
-	for (int tries = 0;; tries++) {
-		int err = lock_open(out, dfd, dir, name);
+/* How often a try for a held allocation lock is repeated: it is held for a millisecond or two. */
+#define ALLOC_STEP_US 200
 
-		if (err)
-			return err;
-		if (flock_retry(*out, op) < 0) {
-			err = errno == EWOULDBLOCK ? VD_EBUSY :
-						     error_set(VD_EIO, "cannot lock '%s/%s': %s",
-							       dir, name, strerror(errno));
+/*
+ * Locks name in the directory (op: LOCK_EX or LOCK_SH, with LOCK_NB):
+ * opened, locked, and opened again if the file was replaced meanwhile.
+ * While the lock is held by another, the same open file tries again every
+ * ALLOC_STEP_US, for up to patience_us (0: not at all). Returns 0, VD_EBUSY
+ * when still held, VD_EINTR when a signal ended the wait, or lock_open's
+ * error.
+ */
+static int lock_take(int *out, int dfd, const char *dir, const char *name, int op, long patience_us)
+{
+	const struct timespec step = { 0, ALLOC_STEP_US * 1000 };
+	long waited_us = 0;
+	int err, replaced = 0;
+
+	err = lock_open(out, dfd, dir, name);
+	while (!err) {
+		if (flock_retry(*out, op) == 0) {
+			if (still_there(*out, dfd, name))
+				return 0;
 			close(*out);
-			*out = -1;
-			return err;
+			if (++replaced > 8)
+				return error_set(
+					VD_EIO,
+					"'%s/%s' was removed or replaced each time visdev locked "
+					"it: someone keeps removing lock files there",
+					dir, name);
+			err = lock_open(out, dfd, dir, name);
+			continue;
 		}
-		if (still_there(*out, dfd, name))
-			return 0;
-		close(*out);
-		*out = -1;
-		if (tries == 8)
-			return error_set(
-				VD_EIO,
-				"'%s/%s' was removed or replaced each time visdev locked it: "
-				"someone keeps removing lock files there",
-				dir, name);
+		if (errno != EWOULDBLOCK)
+			err = error_set(VD_EIO, "cannot lock '%s/%s': %s", dir, name,
+					strerror(errno));
+		else if (waited_us >= patience_us)
+			err = VD_EBUSY;
+		else if (nanosleep(&step, NULL) < 0 && errno == EINTR)
+			err = error_set(VD_EINTR, "interrupted while waiting for the lock '%s/%s'",
+					dir, name);
+		waited_us += ALLOC_STEP_US;
 	}
+	if (*out >= 0)
+		close(*out);
+	*out = -1;
+	return err;
 }
 
 /*
@@ -340,9 +366,6 @@ static void lock_holder(char *out, size_t n, int fd)
  * milliseconds. */
 #define ALLOC_PATIENCE_MS 250
 
-/* How often a try for a held allocation lock is repeated: it is held for a millisecond or two. */
-#define ALLOC_STEP_US 200
-
 /*
  * Takes the allocation lock, under which devices are chosen and locked and
  * records made. Never blocks for long: while another holds it, tries again
@@ -353,31 +376,22 @@ static void lock_holder(char *out, size_t n, int fd)
  */
 static int alloc_lock(int *out, int dfd, const char *dir)
 {
-	const struct timespec step = { 0, ALLOC_STEP_US * 1000 };
-	int err;
+	char who[160];
+	int err =
+		lock_take(out, dfd, dir, ALLOC_LOCK, LOCK_EX | LOCK_NB, ALLOC_PATIENCE_MS * 1000L);
 
-	for (long waited_us = 0;; waited_us += ALLOC_STEP_US) {
-		err = lock_take(out, dfd, dir, ALLOC_LOCK, LOCK_EX | LOCK_NB);
-		if (err != VD_EBUSY)
-			return err;
-		if (waited_us >= ALLOC_PATIENCE_MS * 1000L) {
-			char who[160];
-
-			err = lock_open(out, dfd, dir, ALLOC_LOCK);
-			lock_holder(who, sizeof(who), *out);
-			if (!err)
-				close(*out);
-			*out = -1;
-			return error_set(VD_EBUSY,
-					 "the allocation lock '%s/" ALLOC_LOCK
-					 "' has been held for "
-					 "more than %d ms by %s",
-					 dir, ALLOC_PATIENCE_MS, who);
-		}
-		if (nanosleep(&step, NULL) < 0 && errno == EINTR)
-			return error_set(VD_EINTR,
-					 "interrupted while waiting for the allocation lock");
-	}
+	if (err != VD_EBUSY)
+		return err;
+	err = lock_open(out, dfd, dir, ALLOC_LOCK);
+	lock_holder(who, sizeof(who), *out);
+	if (!err)
+		close(*out);
+	*out = -1;
+	return error_set(VD_EBUSY,
+			 "the allocation lock '%s/" ALLOC_LOCK
+			 "' has been held for more than %d ms "
+			 "by %s",
+			 dir, ALLOC_PATIENCE_MS, who);
 }
 
 /* The lock file's name for a device UUID ('/' of old MIG names made harmless). */
@@ -548,16 +562,12 @@ static void holders_vouch(struct vd_leases *l, size_t first, int dfd, uid_t owne
  */
 static int records_read(struct vd_leases *l, int dfd, int tidy)
 {
-	int scan = dup(dfd), err = 0;
-	DIR *d;
 	struct dirent *e;
+	DIR *d;
+	int err = lease_dir_scan(&d, dfd, NULL);
 
-	if (scan < 0 || !(d = fdopendir(scan))) {
-		if (scan >= 0)
-			close(scan);
-		return error_set(VD_EIO, "cannot read lease directory: %s", strerror(errno));
-	}
-	rewinddir(d);
+	if (err)
+		return err;
 	while (!err && (e = readdir(d))) {
 		struct stat st;
 		size_t first;
@@ -837,7 +847,7 @@ static int lock_choice(struct vd_lease *l, struct vd_leases *leases, const struc
 
 		lock_name(name, sizeof(name), uuid);
 		err = lock_take(&fd, l->dir_fd, l->dir, name,
-				(exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB);
+				(exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB, 0);
 		if (err == VD_ENOMEM)
 			return err;
 		if (err) {
@@ -861,7 +871,8 @@ int lease_acquire(struct vd_lease **out, struct vd_choice **choice, const char *
 		  const struct vd_select_options *opts, const char *command, struct vd_waiter *w)
 {
 	struct vd_leases *leases = NULL;
-	struct vd_line *line = NULL, *early = NULL;
+	struct vd_line *line = NULL;
+	struct line_rest rest = { 0 };
 	struct vd_lease *l = NULL;
 	int dfd = -1, alloc_fd = -1, err;
 	size_t tries, most = system_units(sys) + 1;
@@ -877,18 +888,17 @@ int lease_acquire(struct vd_lease **out, struct vd_choice **choice, const char *
 		close(dfd);
 		return error_set(VD_ENOMEM, "out of memory");
 	}
-	/* the line read first, outside the allocation lock, which is then held only to check it */
-	err = line_read_fd(&early, dfd, dir, 0, NULL);
-	if (!err)
-		err = alloc_lock(&alloc_fd, dfd, dir);
+	err = alloc_lock(&alloc_fd, dfd, dir);
 	if (err)
 		goto out;
 	err = leases_read_fd(&leases, dfd, sys, 1);
-	/* the line: what each request waiting before this one holds is not to be taken */
+	/*
+	 * The line: what each request waiting before this one holds is not to
+	 * be taken. It is read only as far as anything is left: on a busy
+	 * server, a record or two.
+	 */
 	if (!err)
-		err = line_read_fd(&line, dfd, dir, 1, early);
-	if (!err)
-		err = vd_line_plan(line, sys, leases);
+		err = line_read_fd(&line, &rest, dfd, dir, 1, sys, leases);
 	if (!err)
 		err = line_holds_before(leases, line, sys, ticket ? ticket : UINT64_MAX);
 	/*
@@ -919,8 +929,8 @@ int lease_acquire(struct vd_lease **out, struct vd_choice **choice, const char *
 	}
 	if (w && (!err || err == VD_ENOFIT)) {
 		int fits = !err;
-		int werr =
-			waiter_after_try(w, dfd, line, fits, *choice, sys, parent, opts, command);
+		int werr = waiter_after_try(w, dfd, line, &rest, fits, *choice, sys, parent, opts,
+					    command);
 
 		/* a lease stands even if the line could not be left: its record is stale then */
 		if (werr && !fits)
@@ -933,7 +943,7 @@ out:
 		close(alloc_fd); /* closing lets go of the allocation lock */
 	vd_leases_free(leases);
 	vd_line_free(line);
-	vd_line_free(early);
+	free(rest.tickets);
 	if (err) {
 		vd_lease_free(l);
 		return err;

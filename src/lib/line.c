@@ -30,7 +30,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +61,7 @@ struct vd_waiter {
 	unsigned place, of;
 	struct vd_device_ref *holds;
 	size_t nholds;
+	char user[32]; /* looked up before the allocation lock is held */
 };
 
 /* Reads TICKET from "wait.TICKET<suffix>"; 0 when the name is not of that form. */
@@ -70,7 +70,9 @@ static uint64_t name_ticket(const char *name, const char *suffix)
 	size_t pl = strlen(WAIT_PREFIX), sl = strlen(suffix), len = strlen(name);
 	uint64_t t = 0;
 
-	if (len <= pl + sl || strncmp(name, WAIT_PREFIX, pl) || strcmp(name + len - sl, suffix))
+	/* one name a ticket: no leading zeros */
+	if (len <= pl + sl || strncmp(name, WAIT_PREFIX, pl) || strcmp(name + len - sl, suffix) ||
+	    name[pl] == '0')
 		return 0;
 	for (size_t i = pl; i < len - sl; i++) {
 		if (name[i] < '0' || name[i] > '9' || t > (UINT64_MAX - 9) / 10)
@@ -149,7 +151,8 @@ static int waiting_from_json(struct vd_waiting *w, json_t *rec, uint64_t ticket)
 	    !json_int_in(rec, "mem_mib", 0, INT64_MAX, &mem) ||
 	    !json_int_in(rec, "min_free_mib", 0, INT64_MAX, &min_free) ||
 	    !json_int_in(rec, "max_util", -1, 100, &util) || !policy ||
-	    vd_policy_parse(&w->policy, policy) || !json_is_array(within) ||
+	    vd_policy_parse(&w->policy, policy) ||
+	    !(json_is_null(within) || (json_is_array(within) && json_array_size(within))) ||
 	    !(json_is_null(model) || json_is_string(model)) || !command)
 		return 0;
 	w->ticket = ticket;
@@ -208,52 +211,22 @@ static int ignore(struct vd_line *l, const char *dir, const char *name, uid_t ow
 			    why);
 }
 
-/* The entry of a line read before with this ticket and owner, or NULL. */
-static const struct vd_waiting *known_entry(const struct vd_line *known, uint64_t ticket,
-					    uid_t owner)
+/* Removes the files of a request that left the line (under the allocation lock). */
+static void tidy_away(int dfd, uint64_t ticket)
 {
-	size_t lo = 0, hi = known ? known->n : 0;
+	char name[48];
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (known->waiting[mid].ticket < ticket)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (known && lo < known->n && known->waiting[lo].ticket == ticket &&
-	    known->waiting[lo].uid == (uint32_t)owner)
-		return &known->waiting[lo];
-	return NULL;
+	file_name(name, sizeof(name), ticket, WAIT_RECORD);
+	unlinkat(dfd, name, 0);
+	file_name(name, sizeof(name), ticket, WAIT_BELL);
+	unlinkat(dfd, name, 0);
 }
 
-/* A copy of what a record said, without the plan. */
-static int waiting_copy(struct vd_waiting *w, const struct vd_waiting *from)
-{
-	*w = *from;
-	w->within = NULL;
-	w->nwithin = 0;
-	w->holds = NULL;
-	w->nholds = 0;
-	w->ready = 0;
-	for (size_t i = 0; i < from->nwithin; i++)
-		if (strings_push(&w->within, &w->nwithin, "%s", from->within[i]))
-			return -1;
-	return 1;
-}
-
-/*
- * Reads one record of the line into l; stale ones are removed when tidy is
- * set. A record is written once: one in known (the same line read a moment
- * ago) is only checked to be live, not read again.
- */
+/* Reads one record of the line into l; stale ones are removed when tidy is set. */
 static int read_one(struct vd_line *l, int dfd, const char *dir, const char *name, uint64_t ticket,
-		    int tidy, const struct vd_line *known)
+		    int tidy)
 {
-	const struct vd_waiting *seen;
 	struct vd_waiting *grown, w = { 0 };
-	char bell[48];
 	struct stat st;
 	int fd, ok;
 
@@ -271,22 +244,13 @@ static int read_one(struct vd_line *l, int dfd, const char *dir, const char *nam
 	}
 	if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
 		/* nobody holds it: that waiter has left */
-		if (tidy) {
-			file_name(bell, sizeof(bell), ticket, WAIT_BELL);
-			unlinkat(dfd, name, 0);
-			unlinkat(dfd, bell, 0);
-		}
+		if (tidy)
+			tidy_away(dfd, ticket);
 		close(fd);
 		return 0;
 	}
-	seen = known_entry(known, ticket, st.st_uid);
-	if (seen) {
-		close(fd);
-		ok = waiting_copy(&w, seen);
-	} else {
-		ok = record_load(&w, fd, st.st_size, ticket);
-		close(fd);
-	}
+	ok = record_load(&w, fd, st.st_size, ticket);
+	close(fd);
 	if (ok < 0) {
 		line_waiting_clear(&w);
 		return error_set(VD_ENOMEM, "out of memory");
@@ -310,62 +274,6 @@ static int read_one(struct vd_line *l, int dfd, const char *dir, const char *nam
 	l->waiting = grown;
 	l->waiting[l->n++] = w;
 	return 0;
-}
-
-static int by_ticket(const void *pa, const void *pb)
-{
-	const struct vd_waiting *a = pa, *b = pb;
-
-	return (a->ticket > b->ticket) - (a->ticket < b->ticket);
-}
-
-int line_read_fd(struct vd_line **out, int dfd, const char *dir, int tidy,
-		 const struct vd_line *known)
-{
-	struct vd_line *l = calloc(1, sizeof(*l));
-	int scan = dup(dfd), err = 0;
-	struct dirent *e;
-	DIR *d;
-
-	*out = NULL;
-	if (!l || scan < 0 || !(d = fdopendir(scan))) {
-		if (scan >= 0)
-			close(scan);
-		free(l);
-		return error_set(l ? VD_EIO : VD_ENOMEM, "cannot read lease directory '%s': %s",
-				 dir, strerror(errno));
-	}
-	rewinddir(d);
-	while (!err && (e = readdir(d))) {
-		uint64_t ticket = name_ticket(e->d_name, WAIT_RECORD);
-
-		if (ticket)
-			err = read_one(l, dfd, dir, e->d_name, ticket, tidy, known);
-	}
-	closedir(d);
-	if (err) {
-		vd_line_free(l);
-		return err;
-	}
-	if (l->n > 1)
-		qsort(l->waiting, l->n, sizeof(*l->waiting), by_ticket);
-	for (size_t i = 0; i < l->n; i++)
-		l->waiting[i].place = (unsigned)i + 1;
-	*out = l;
-	return 0;
-}
-
-int vd_line_read(struct vd_line **out, const char *dir)
-{
-	int dfd, err;
-
-	*out = NULL;
-	err = lease_dir_open(&dfd, dir);
-	if (err)
-		return err;
-	err = line_read_fd(out, dfd, dir, 0, NULL);
-	close(dfd);
-	return err;
 }
 
 /* ---- the plan -------------------------------------------------------------- */
@@ -457,37 +365,50 @@ static int nothing_left_for(const struct vd_line *line, size_t i)
 	return 0;
 }
 
+/* A copy of leases, to which the plan adds its holds. */
+static int work_init(struct vd_leases *work, const struct vd_leases *leases)
+{
+	memset(work, 0, sizeof(*work));
+	if (!leases || !leases->n)
+		return 0;
+	work->holders = malloc(leases->n * sizeof(*work->holders));
+	if (!work->holders)
+		return error_set(VD_ENOMEM, "out of memory");
+	memcpy(work->holders, leases->holders, leases->n * sizeof(*work->holders));
+	work->n = leases->n;
+	return 0;
+}
+
+/* Plans the i-th request of the line, those before it planned already, and adds its holds. */
+static int plan_entry(struct vd_line *line, size_t i, const struct vd_system *sys,
+		      struct vd_leases *work)
+{
+	struct vd_waiting *w = &line->waiting[i];
+	int err;
+
+	/*
+	 * Holds only grow along the line: a request that asks what an earlier
+	 * one asked, which found nothing to hold, finds nothing either (a long
+	 * line of alike requests is planned in one step).
+	 */
+	if (nothing_left_for(line, i)) {
+		free(w->holds);
+		w->holds = NULL;
+		w->nholds = 0;
+		w->ready = 0;
+		return 0;
+	}
+	err = plan_one(w, sys, work);
+	return err ? err : add_holds(work, w, sys);
+}
+
 int vd_line_plan(struct vd_line *line, const struct vd_system *sys, const struct vd_leases *leases)
 {
-	struct vd_leases work = { 0 };
-	int err = 0;
+	struct vd_leases work;
+	int err = work_init(&work, leases);
 
-	if (leases && leases->n) {
-		work.holders = malloc(leases->n * sizeof(*work.holders));
-		if (!work.holders)
-			return error_set(VD_ENOMEM, "out of memory");
-		memcpy(work.holders, leases->holders, leases->n * sizeof(*work.holders));
-		work.n = leases->n;
-	}
-	for (size_t i = 0; !err && i < line->n; i++) {
-		struct vd_waiting *w = &line->waiting[i];
-
-		/*
-		 * Holds only grow along the line: a request that asks what an
-		 * earlier one asked, which found nothing to hold, finds nothing
-		 * either (a long line of alike requests is planned in one step).
-		 */
-		if (nothing_left_for(line, i)) {
-			free(w->holds);
-			w->holds = NULL;
-			w->nholds = 0;
-			w->ready = 0;
-			continue;
-		}
-		err = plan_one(w, sys, &work);
-		if (!err)
-			err = add_holds(&work, w, sys);
-	}
+	for (size_t i = 0; !err && i < line->n; i++)
+		err = plan_entry(line, i, sys, &work);
 	free(work.holders);
 	return err;
 }
@@ -505,6 +426,118 @@ int line_holds_before(struct vd_leases *leases, const struct vd_line *line,
 int vd_line_holds(struct vd_leases *leases, const struct vd_line *line, const struct vd_system *sys)
 {
 	return line_holds_before(leases, line, sys, UINT64_MAX);
+}
+
+/* ---- reading the line ---------------------------------------------------- */
+
+static int ticket_cmp(const void *pa, const void *pb)
+{
+	uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
+
+	return (a > b) - (a < b);
+}
+
+/* The tickets of the line's record files, first first. */
+static int record_tickets(uint64_t **out, size_t *n, int dfd, const char *dir)
+{
+	size_t cap = 0;
+	struct dirent *e;
+	DIR *d;
+	int err = lease_dir_scan(&d, dfd, dir);
+
+	*out = NULL;
+	*n = 0;
+	if (err)
+		return err;
+	while (!err && (e = readdir(d))) {
+		uint64_t ticket = name_ticket(e->d_name, WAIT_RECORD);
+		uint64_t *grown;
+
+		if (!ticket)
+			continue;
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 64;
+			grown = realloc(*out, cap * sizeof(**out));
+			if (!grown) {
+				err = error_set(VD_ENOMEM, "out of memory");
+				break;
+			}
+			*out = grown;
+		}
+		(*out)[(*n)++] = ticket;
+	}
+	closedir(d);
+	if (err) {
+		free(*out);
+		*out = NULL;
+		*n = 0;
+		return err;
+	}
+	if (*n > 1)
+		qsort(*out, *n, sizeof(**out), ticket_cmp);
+	return 0;
+}
+
+int line_read_fd(struct vd_line **out, struct line_rest *rest, int dfd, const char *dir, int tidy,
+		 const struct vd_system *sys, const struct vd_leases *leases)
+{
+	struct vd_line *l = calloc(1, sizeof(*l));
+	struct vd_leases work = { 0 };
+	uint64_t *tickets = NULL;
+	size_t n = 0, i = 0;
+	int err;
+
+	*out = NULL;
+	if (rest) {
+		rest->tickets = NULL;
+		rest->n = 0;
+	}
+	if (!l)
+		return error_set(VD_ENOMEM, "out of memory");
+	err = record_tickets(&tickets, &n, dfd, dir);
+	if (!err && sys)
+		err = work_init(&work, leases);
+	for (; !err && i < n; i++) {
+		char name[48];
+		size_t had = l->n;
+
+		if (sys && select_all_taken(sys, &work))
+			break; /* nothing is left for anyone further back */
+		file_name(name, sizeof(name), tickets[i], WAIT_RECORD);
+		err = read_one(l, dfd, dir, name, tickets[i], tidy);
+		if (!err && sys && l->n > had)
+			err = plan_entry(l, had, sys, &work);
+	}
+	free(work.holders);
+	if (err) {
+		free(tickets);
+		vd_line_free(l);
+		return err;
+	}
+	for (size_t k = 0; k < l->n; k++)
+		l->waiting[k].place = (unsigned)k + 1;
+	if (rest && i < n) {
+		memmove(tickets, tickets + i, (n - i) * sizeof(*tickets));
+		rest->tickets = tickets;
+		rest->n = n - i;
+	} else {
+		free(tickets);
+	}
+	*out = l;
+	return 0;
+}
+
+int vd_line_read(struct vd_line **out, const char *dir)
+{
+	int dfd, err;
+
+	*out = NULL;
+	err = lease_dir_open(&dfd, dir);
+	if (err)
+		return err;
+	err = line_read_fd(out, NULL, dfd, dir, 0, NULL, NULL);
+	close(dfd);
+	return err;
 }
 
 /* Writes a byte to the bell of the request with this ticket, if it has one. */
@@ -549,6 +582,7 @@ int vd_waiter_new(struct vd_waiter **out, const char *dir)
 		return error_set(VD_ENOMEM, "out of memory");
 	w->record_fd = w->bell_fd = w->dir_wd = w->prev_wd = -1;
 	w->dir = strdup(dir);
+	lease_owner_name(w->user, sizeof(w->user), geteuid());
 	w->notify_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	w->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
 	ev.data.fd = w->notify_fd;
@@ -571,31 +605,28 @@ uint64_t waiter_ticket(const struct vd_waiter *w)
 }
 
 /* Takes the last place in line: a bell first, then the record that makes the place. */
-static int join(struct vd_waiter *w, int dfd, const struct vd_line *line,
-		const struct vd_system *sys, const struct vd_resolution *parent,
-		const struct vd_select_options *opts, const char *command)
+static int join(struct vd_waiter *w, int dfd, uint64_t last, const struct vd_system *sys,
+		const struct vd_resolution *parent, const struct vd_select_options *opts,
+		const char *command)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
-	struct passwd *pw = getpwuid(geteuid());
 	uint64_t ticket = now_us();
-	char name[48], bell[48], cut[VD_COMMAND_MAX], user[32], **within = NULL;
+	char name[48], bell[48], cut[VD_COMMAND_MAX], **within = NULL;
 	size_t nwithin = 0;
 	json_t *rec, *a;
 	struct stat st;
-	int err, fd = -1;
+	int err, fd = -1, all;
 
-	for (size_t i = 0; i < line->n; i++)
-		if (line->waiting[i].ticket >= ticket)
-			ticket = line->waiting[i].ticket + 1;
-	err = select_within(&within, &nwithin, sys, parent, opts);
+	if (last >= ticket)
+		ticket = last + 1;
+	err = select_within(&within, &nwithin, &all, sys, parent, opts);
 	if (err)
 		return err;
-	a = json_array();
+	a = all ? json_null() : json_array(); /* null: any device, and a short record to read */
 	for (size_t i = 0; i < nwithin; i++)
 		json_array_append_new(a, json_string(within[i]));
 	vd_strings_free(within, nwithin);
 	vd_utf8_copy(cut, command ? command : "", sizeof(cut));
-	vd_utf8_copy(user, pw ? pw->pw_name : "?", sizeof(user));
 	for (;; ticket++) {
 		file_name(bell, sizeof(bell), ticket, WAIT_BELL);
 		if (mkfifoat(dfd, bell, 0600) == 0)
@@ -612,7 +643,7 @@ static int join(struct vd_waiter *w, int dfd, const struct vd_line *line,
 		fchmod(w->bell_fd, 0622); /* anyone may ring it: a byte only wakes us */
 	fd = openat(dfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	rec = json_pack("{s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:i, s:s, s:o, s:o, s:s}", "ticket",
-			(json_int_t)ticket, "user", user, "pid", (json_int_t)getpid(), "since",
+			(json_int_t)ticket, "user", w->user, "pid", (json_int_t)getpid(), "since",
 			(json_int_t)time(NULL), "n", (json_int_t)(opts->n ? opts->n : 1), "mem_mib",
 			(json_int_t)opts->mem_mib, "min_free_mib", (json_int_t)opts->min_free_mib,
 			"max_util", opts->max_util, "policy", vd_policy_name(opts->policy), "model",
@@ -714,15 +745,45 @@ static void rewatch(struct vd_waiter *w, int dfd, uint64_t prev)
 		w->wake = 1;
 }
 
-int waiter_after_try(struct vd_waiter *w, int dfd, const struct vd_line *line, int fits,
-		     const struct vd_choice *choice, const struct vd_system *sys,
-		     const struct vd_resolution *parent, const struct vd_select_options *opts,
-		     const char *command)
+/*
+ * The ticket of the live request just before w among the rest of the line
+ * (0: none there), counting those before it into *before. The rest was not
+ * read, so the dead found among them are tidied away here, under the
+ * allocation lock, and counted into *gone.
+ */
+static uint64_t rest_before(const struct vd_waiter *w, int dfd, const struct line_rest *rest,
+			    unsigned *before, unsigned *gone)
+{
+	uint64_t prev = 0;
+	size_t i = 0;
+
+	while (i < rest->n && rest->tickets[i] < w->ticket)
+		i++;
+	*before = (unsigned)i;
+	*gone = 0;
+	while (!prev && i-- > 0) {
+		if (is_live(dfd, rest->tickets[i])) {
+			prev = rest->tickets[i];
+		} else {
+			tidy_away(dfd, rest->tickets[i]);
+			--*before;
+			++*gone;
+		}
+	}
+	return prev;
+}
+
+int waiter_after_try(struct vd_waiter *w, int dfd, const struct vd_line *line,
+		     const struct line_rest *rest, int fits, const struct vd_choice *choice,
+		     const struct vd_system *sys, const struct vd_resolution *parent,
+		     const struct vd_select_options *opts, const char *command)
 {
 	const struct vd_device_ref *holds = NULL;
 	size_t nholds = 0, want = opts->n ? opts->n : 1;
-	uint64_t prev = 0;
-	unsigned before = 0;
+	uint64_t prev, last = rest->n ? rest->tickets[rest->n - 1] :
+			      line->n ? line->waiting[line->n - 1].ticket :
+					0;
+	unsigned before = 0, gone = 0;
 	int err = 0, joined = 0;
 
 	if (fits) {
@@ -730,17 +791,18 @@ int waiter_after_try(struct vd_waiter *w, int dfd, const struct vd_line *line, i
 		return 0;
 	}
 	if (!w->ticket && !choice->never) {
-		err = join(w, dfd, line, sys, parent, opts, command);
+		err = join(w, dfd, last, sys, parent, opts, command);
 		if (err)
 			return err;
 		joined = 1;
 	}
+	prev = rest_before(w, dfd, rest, &before, &gone);
 	for (size_t i = 0; i < line->n; i++) {
 		const struct vd_waiting *o = &line->waiting[i];
 
 		if (o->ticket < w->ticket) {
 			before++;
-			prev = o->ticket;
+			prev = prev > o->ticket ? prev : o->ticket;
 		} else if (o->ticket == w->ticket) {
 			holds = o->holds;
 			nholds = o->nholds;
@@ -759,7 +821,7 @@ int waiter_after_try(struct vd_waiter *w, int dfd, const struct vd_line *line, i
 		w->nholds = nholds;
 	}
 	w->place = w->ticket ? before + 1 : 0;
-	w->of = (unsigned)line->n + (unsigned)joined;
+	w->of = (unsigned)(line->n + rest->n) + (unsigned)joined - gone;
 	if (w->ticket)
 		rewatch(w, dfd, prev);
 	return 0;

@@ -889,7 +889,7 @@ out:
 	return err;
 }
 
-int select_within(char ***out, size_t *nout, const struct vd_system *sys,
+int select_within(char ***out, size_t *nout, int *all, const struct vd_system *sys,
 		  const struct vd_resolution *parent, const struct vd_select_options *opts)
 {
 	struct search s = { .sys = sys, .opts = opts };
@@ -902,13 +902,33 @@ int select_within(char ***out, size_t *nout, const struct vd_system *sys,
 		if (could_ever_fit(&s.units[i], opts))
 			err = strings_push(out, nout, "%s", s.units[i].uuid);
 	}
+	*all = !err && *nout == s.nunits;
 	free(s.units);
-	if (err) {
+	if (err || *all) {
 		vd_strings_free(*out, *nout);
 		*out = NULL;
 		*nout = 0;
 	}
 	return err;
+}
+
+int select_all_taken(const struct vd_system *sys, const struct vd_leases *leases)
+{
+	struct search s = { .sys = sys };
+	int taken = 1;
+
+	if (units_list(&s))
+		return 0; /* out of memory: as if something were left */
+	for (size_t i = 0; taken && i < s.nunits; i++) {
+		struct unit *u = &s.units[i];
+
+		if (u->gpu->lost || (u->gpu->mig_mode && !u->mig))
+			continue; /* never anyone's */
+		read_leases(u, leases);
+		taken = has_exclusive(u);
+	}
+	free(s.units);
+	return taken;
 }
 
 void vd_choice_free(struct vd_choice *choice)

@@ -167,7 +167,7 @@ teardown() {
 	echo junk >"$VISDEV_LEASE_DIR/wait.7.json"
 	flock "$VISDEV_LEASE_DIR/wait.7.json" sleep 60 &
 	BG="$BG $!"
-	printf '{"ticket": 9, "pid": 1, "since": 0, "n": 1, "mem_mib": 0, "min_free_mib": 0, "max_util": -1, "policy": "most-free", "model": null, "within": [], "command": "cheat"}\n' \
+	printf '{"ticket": 9, "pid": 1, "since": 0, "n": 1, "mem_mib": 0, "min_free_mib": 0, "max_util": -1, "policy": "most-free", "model": null, "within": null, "command": "cheat"}\n' \
 		>"$VISDEV_LEASE_DIR/wait.9.json"
 	flock "$VISDEV_LEASE_DIR/wait.9.json" sleep 60 &
 	BG="$BG $!"
@@ -197,7 +197,7 @@ teardown() {
 	wait_for in_line 2
 	# a forged record: bob claims an early place in alice's name (locked before it is
 	# written: a record nobody holds is stale, and the waiters tidy it away)
-	printf '{"ticket": 3, "user": "visdev-alice", "pid": 1, "since": 0, "n": 1, "mem_mib": 0, "min_free_mib": 0, "max_util": -1, "policy": "most-free", "model": null, "within": [], "command": "x"}\n' >forged
+	printf '{"ticket": 3, "user": "visdev-alice", "pid": 1, "since": 0, "n": 1, "mem_mib": 0, "min_free_mib": 0, "max_util": -1, "policy": "most-free", "model": null, "within": null, "command": "x"}\n' >forged
 	chmod 644 forged
 	as_user visdev-bob flock "$VISDEV_LEASE_DIR/wait.3.json" sh -c 'cat forged >"$VISDEV_LEASE_DIR/wait.3.json"; exec sleep 60' &
 	wait_for test -s "$VISDEV_LEASE_DIR/wait.3.json"

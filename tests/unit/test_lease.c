@@ -226,6 +226,58 @@ static void test_waiter_ignores_own_tries(void **state)
 	vd_waiter_free(w);
 }
 
+/*
+ * On a full machine a try reads none of the line's records: a dead
+ * waiter's record far back is found, and tidied away, only when a new
+ * waiter takes its place behind it, which then counts only the live.
+ */
+static void test_line_read_as_far_as_needed(void **state)
+{
+	struct vd_select_options o = exclusive(1);
+	struct vd_waiter *w1 = NULL, *w2 = NULL;
+	struct vd_lease *a = NULL, *b = NULL;
+	struct vd_choice *c = NULL;
+	struct vd_line *line = NULL;
+	char path[400];
+	unsigned of;
+	FILE *f;
+
+	(void)state;
+	assert_int_equal(vd_lease_acquire(&a, &c, dir, one, NULL, &o, "holder"), 0);
+	vd_choice_free(c);
+	assert_int_equal(vd_waiter_new(&w1, dir), 0);
+	assert_int_equal(vd_waiter_acquire(w1, &b, &c, one, NULL, &o, "first"), VD_ENOFIT);
+	vd_choice_free(c);
+	assert_int_equal(vd_waiter_place(w1, &of), 1);
+	assert_int_equal(of, 1);
+	/* a record behind it that nobody holds: its waiter died */
+	snprintf(path, sizeof(path), "%s/wait.%llu.json", dir,
+		 (unsigned long long)waiter_ticket(w1) + 1);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("junk\n", f);
+	fclose(f);
+	assert_int_equal(vd_waiter_new(&w2, dir), 0);
+	assert_int_equal(vd_waiter_acquire(w2, &b, &c, one, NULL, &o, "second"), VD_ENOFIT);
+	vd_choice_free(c);
+	assert_int_equal(access(path, F_OK), -1);
+	assert_int_equal(vd_waiter_place(w2, &of), 2);
+	assert_int_equal(of, 2);
+	assert_int_equal(vd_line_read(&line, dir), 0);
+	assert_int_equal(line->n, 2);
+	assert_int_equal(line->nignored, 0);
+	vd_line_free(line);
+	/* the first in line is served first */
+	vd_lease_free(a);
+	assert_int_equal(vd_waiter_acquire(w2, &b, &c, one, NULL, &o, "second"), VD_ENOFIT);
+	vd_choice_free(c);
+	assert_int_equal(vd_waiter_acquire(w1, &b, &c, one, NULL, &o, "first"), 0);
+	vd_choice_free(c);
+	vd_lease_free(b);
+	vd_waiter_free(w1);
+	vd_waiter_free(w2);
+}
+
 /* A record nobody holds (its job died) does not count and is tidied away. */
 static void test_stale_record(void **state)
 {
@@ -270,6 +322,7 @@ int main(void)
 		cmocka_unit_test(test_reservation_counts_until_used),
 		cmocka_unit_test(test_inherited_lease_and_waiter),
 		cmocka_unit_test(test_waiter_ignores_own_tries),
+		cmocka_unit_test(test_line_read_as_far_as_needed),
 		cmocka_unit_test(test_stale_record),
 		cmocka_unit_test(test_unsafe_dir),
 	};
