@@ -648,8 +648,11 @@ VD_API void vd_line_free(struct vd_line *line);
  * A request of this process that waits in line: vd_waiter_acquire() tries
  * as vd_lease_acquire() does, and the first try that does not fit (and
  * could some day) takes a place at the end of the line; each later try is
- * made from that place, and the one that succeeds leaves the line.
- * vd_waiter_wait() sleeps until it may be this request's turn.
+ * made from that place, and the one that succeeds leaves the line (and
+ * watches nothing until the next try). vd_waiter_wait() sleeps until it
+ * may be this request's turn. Free a waiter a while after its last try, as
+ * `visdev run` does once its job has ended: freeing it at once waits for
+ * the kernel to finish with its watches (milliseconds).
  */
 struct vd_waiter;
 VD_API int vd_waiter_new(struct vd_waiter **out, const char *dir);

@@ -580,16 +580,15 @@ static int sleep_in_line(struct vd_waiter *w, int ms, double deadline, double st
 }
 
 /*
- * Leases GPUs, waiting in line for them if asked. Returns an exit code; on
- * success *lease, *sys and *parent (the environment's value, resolved on
- * *sys) are set.
+ * Leases GPUs, waiting in line for them with waiter, if not NULL. Returns
+ * an exit code; on success *lease, *sys and *parent (the environment's
+ * value, resolved on *sys) are set.
  */
 static int lease_gpus(struct vd_lease **lease, struct vd_system **sys,
 		      struct vd_resolution **parent, const struct cli_globals *g,
-		      const struct cli_select *sel, const char *dir, double wait, int quiet,
-		      const char *cmdline)
+		      const struct cli_select *sel, struct vd_waiter *waiter, const char *dir,
+		      double wait, int quiet, const char *cmdline)
 {
-	struct vd_waiter *waiter = NULL;
 	struct vd_choice *choice = NULL;
 	struct vd_backend *backend = NULL;
 	double start = now_seconds(), deadline = wait >= 0 ? start + wait : 0;
@@ -597,11 +596,6 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys,
 	int status = !quiet && isatty(STDERR_FILENO);
 	unsigned want = sel->opts.n ? sel->opts.n : 1;
 
-	if (wait != -3) {
-		err = vd_waiter_new(&waiter, dir);
-		if (err)
-			return cli_library_error(err);
-	}
 	/* opened once: a wait reads the GPUs again and again */
 	rc = cli_backend(&backend, g);
 	while (!rc) {
@@ -731,7 +725,6 @@ wait:
 		cli_error("got %s after %.1f s in line", got, now_seconds() - start);
 	}
 	vd_choice_free(choice);
-	vd_waiter_free(waiter);
 	vd_backend_free(backend);
 	if (rc) {
 		vd_resolution_free(*parent);
@@ -756,6 +749,7 @@ int cmd_run(int argc, char **argv)
 	struct vd_system *sys = NULL;
 	struct vd_lease *lease = NULL;
 	struct vd_resolution *parent = NULL;
+	struct vd_waiter *waiter = NULL;
 	const struct vd_device_ref *devs;
 	char *value = NULL, *program = NULL, *cmdline = NULL, **sh_argv = NULL;
 	const char *dir = cli_lease_dir();
@@ -813,7 +807,11 @@ int cmd_run(int argc, char **argv)
 	}
 	cmdline = join_args(argv + optind);
 	handle_signals();
-	rc = lease_gpus(&lease, &sys, &parent, &g, &sel, dir, wait, quiet, cmdline);
+	if (wait != -3 && (rc = vd_waiter_new(&waiter, dir)) != 0) {
+		rc = cli_library_error(rc);
+		goto out;
+	}
+	rc = lease_gpus(&lease, &sys, &parent, &g, &sel, waiter, dir, wait, quiet, cmdline);
 	if (got_signal) {
 		/* asked to stop while leasing: the job is not started */
 		rc = 128 + got_signal;
@@ -851,6 +849,7 @@ int cmd_run(int argc, char **argv)
 	}
 out:
 	vd_lease_free(lease);
+	vd_waiter_free(waiter); /* after the job: see vd_waiter_free() */
 	vd_resolution_free(parent);
 	vd_system_free(sys);
 	free(value);

@@ -710,9 +710,11 @@ static int is_live(int dfd, uint64_t ticket)
 
 /*
  * Watches what can make it this request's turn: for the first in line, the
- * directory; for any other, the record of the one before it. A change of
- * what is watched makes the next wait return at once, so that nothing that
- * happened before the new watch was set is missed.
+ * directory; for any other, the record of the one before it. A watch set
+ * after the try read what it watches makes the next wait return at once,
+ * so that nothing that happened in between is missed. (Each try watches the
+ * directory from its start: the try that finds its waiter first in line
+ * needs no other after it.)
  */
 static void rewatch(struct vd_waiter *w, int dfd, uint64_t prev)
 {
@@ -743,6 +745,23 @@ static void rewatch(struct vd_waiter *w, int dfd, uint64_t prev)
 	w->prev = prev;
 	if (w->prev_wd < 0 || !is_live(dfd, prev))
 		w->wake = 1;
+}
+
+/*
+ * Stops watching, once the request has its devices: until its next try it
+ * waits for nothing, and the watches' end, which the kernel completes in
+ * its own time, is behind it when the waiter is freed (freeing the
+ * descriptor of a watch just removed waits for that: milliseconds).
+ */
+static void unwatch(struct vd_waiter *w)
+{
+	if (w->dir_wd >= 0)
+		inotify_rm_watch(w->notify_fd, w->dir_wd);
+	if (w->prev_wd >= 0)
+		inotify_rm_watch(w->notify_fd, w->prev_wd);
+	w->dir_wd = w->prev_wd = -1;
+	w->prev = 0;
+	w->wake = 0;
 }
 
 /*
@@ -788,6 +807,7 @@ int waiter_after_try(struct vd_waiter *w, int dfd, const struct vd_line *line,
 
 	if (fits) {
 		leave(w, dfd);
+		unwatch(w);
 		return 0;
 	}
 	if (!w->ticket && !choice->never) {
@@ -831,6 +851,9 @@ int vd_waiter_acquire(struct vd_waiter *w, struct vd_lease **out, struct vd_choi
 		      const struct vd_system *sys, const struct vd_resolution *parent,
 		      const struct vd_select_options *opts, const char *command)
 {
+	/* from before the try reads anything: it may find this waiter first in line */
+	if (w->dir_wd < 0)
+		w->dir_wd = inotify_add_watch(w->notify_fd, w->dir, IN_CLOSE_WRITE);
 	return lease_acquire(out, choice, w->dir, sys, parent, opts, command, w);
 }
 

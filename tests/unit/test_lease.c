@@ -197,9 +197,9 @@ static void test_inherited_lease_and_waiter(void **state)
 static void test_waiter_ignores_own_tries(void **state)
 {
 	struct vd_select_options o = exclusive(1);
+	struct vd_lease *a = NULL, *b = NULL;
 	struct vd_waiter *w = NULL;
 	struct vd_choice *c = NULL;
-	struct vd_lease *a = NULL;
 	char path[400];
 	int held;
 
@@ -216,13 +216,19 @@ static void test_waiter_ignores_own_tries(void **state)
 	}
 	assert_int_equal(vd_waiter_wait(w, 0), 0);
 	close(held);
-	/* the waiter gets it, and a lease that ends before the wait begins still wakes it */
+	/* the waiter gets it, and then watches nothing until its next try */
 	assert_int_equal(vd_waiter_acquire(w, &a, &c, one, NULL, &o, "x"), 0);
 	vd_choice_free(c);
-	assert_int_equal(vd_waiter_wait(w, 0), 1); /* it left the line */
+	vd_lease_free(a);
+	assert_int_equal(vd_waiter_wait(w, 0), 0);
+	/* a try watches from its start: a lease that ends after it is not missed */
+	assert_int_equal(vd_lease_acquire(&a, &c, dir, one, NULL, &o, "y"), 0);
+	vd_choice_free(c);
+	assert_int_equal(vd_waiter_acquire(w, &b, &c, one, NULL, &o, "x"), VD_ENOFIT);
+	vd_choice_free(c);
+	assert_int_equal(vd_waiter_wait(w, 0), 0);
 	vd_lease_free(a);
 	assert_int_equal(vd_waiter_wait(w, 0), 1);
-	assert_int_equal(vd_waiter_wait(w, 0), 0);
 	vd_waiter_free(w);
 }
 
