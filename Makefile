@@ -179,9 +179,9 @@ fuzz: $(FUZZ_TARGETS)
 			|| exit 1; \
 	done
 
-$(BUILD)/bench/%: bench/%.c
+$(BUILD)/bench/%: bench/%.c $(STATIC_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $<
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
 
 BENCH_RUNS ?= 500
 

@@ -1,7 +1,7 @@
 /*
  * lease-contention.c - many `visdev run --wait` at once over one server.
  *
- * usage: lease-contention VISDEV FIXTURE [WORKERS [JOBS_EACH]]
+ * usage: lease-contention VISDEV FIXTURE [WORKERS [JOBS_EACH [PEER]]]
  *
  * Phase 1, overhead: runs the job alone, then through `visdev run -n 1`,
  * RUNS times each, interleaved, one at a time; the overhead per job is the
@@ -10,6 +10,12 @@
  * once, and it prints acquisitions per second, the p50 and p99 time from
  * starting visdev to its exit, and the number of overlaps: jobs that found
  * their GPU already in use (must be 0), and the spread: p99 over p50.
+ * Its reference, in the same run: as many workers as the server has GPUs,
+ * the same number of runs in all, so that nobody waits in line: the
+ * acquisitions per second of the machine itself, which the contention run
+ * is given as a ratio of. With PEER (another visdev: the one before the
+ * line, say), the contention run is made with it as well, right after,
+ * and the two rates are compared.
  * Phase 3, starvation (issue 14's case): ten loops of `visdev run -n 1
  * --wait -- sleep 0.3` over the server, and once they are going, one
  * `visdev run -n 4 --wait -- true`: how long it waits, against a floor of
@@ -28,6 +34,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "visdev.h"
 
 #define OVERHEAD_RUNS 200
 
@@ -99,6 +107,45 @@ static char **args_dup(const char *const *a)
 	return c;
 }
 
+/* The fixture's number of GPUs, or 0. */
+static int fixture_gpus(const char *fixture)
+{
+	struct vd_backend_options o = { .fixture = fixture };
+	struct vd_backend *b = NULL;
+	struct vd_system *sys = NULL;
+	int n = 0;
+
+	if (vd_backend_open(&b, &o) == 0 && vd_backend_snapshot(&sys, b) == 0)
+		n = (int)sys->ngpus;
+	vd_system_free(sys);
+	vd_backend_free(b);
+	return n;
+}
+
+/*
+ * Runs argv njobs times over workers processes at once, each its share in
+ * turn; the time each took goes to lat (shared memory). Returns the time
+ * all took, in ms.
+ */
+static double in_parallel(char **argv, int workers, int njobs, double *lat)
+{
+	double t0 = now_ms();
+
+	for (int w = 0; w < workers; w++) {
+		if (fork() == 0) {
+			for (int j = w; j < njobs; j += workers) {
+				double s = now_ms();
+
+				lat[j] = run(argv) == 0 ? now_ms() - s : -1;
+			}
+			_exit(0);
+		}
+	}
+	while (wait(NULL) > 0 || errno == EINTR)
+		;
+	return now_ms() - t0;
+}
+
 static int by_value(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -147,16 +194,18 @@ static double starvation(const char *visdev, const char *fixture)
 int main(int argc, char **argv)
 {
 	char **direct, **leased, **waiting;
-	double a[OVERHEAD_RUNS], b[OVERHEAD_RUNS], *lat, t0, total;
-	int workers = 64, each = 8, njobs, failures = 0;
+	double a[OVERHEAD_RUNS], b[OVERHEAD_RUNS], *lat, t0, total, alone, peer_total = 0;
+	int workers = 64, each = 8, njobs, failures = 0, gpus;
 	char leases[sizeof(workdir) + 16], overlaps[sizeof(workdir) + 16];
 	double starved, p50, p99;
+	char label[64];
 	struct stat st;
 
 	if (argc == 3 && !strcmp(argv[1], "--job"))
 		return job(argv[2]);
-	if (argc < 3 || argc > 5) {
-		fprintf(stderr, "usage: lease-contention VISDEV FIXTURE [WORKERS [JOBS_EACH]]\n");
+	if (argc < 3 || argc > 6) {
+		fprintf(stderr,
+			"usage: lease-contention VISDEV FIXTURE [WORKERS [JOBS_EACH [PEER]]]\n");
 		return 2;
 	}
 	if (argc > 3)
@@ -191,20 +240,26 @@ int main(int argc, char **argv)
 		   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (lat == MAP_FAILED)
 		return 1;
-	t0 = now_ms();
-	for (int w = 0; w < workers; w++) {
-		if (fork() == 0) {
-			for (int j = 0; j < each; j++) {
-				double s = now_ms();
+	gpus = fixture_gpus(argv[2]);
+	if (gpus < 1)
+		return 2;
+	alone = in_parallel(waiting, gpus, njobs, lat);
+	for (int i = 0; i < njobs; i++)
+		failures += lat[i] < 0;
+	total = in_parallel(waiting, workers, njobs, lat);
+	if (argc > 5) {
+		/* the peer's lat, in the same shared memory, is not kept: only the time */
+		char **peer = args_dup((const char *const[]){ argv[5], "--fixture", argv[2], "run",
+							      "-n", "1", "--wait", "--", self,
+							      "--job", workdir, NULL });
+		double *plat = mmap(NULL, (size_t)njobs * sizeof(*plat), PROT_READ | PROT_WRITE,
+				    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 
-				lat[w * each + j] = run(waiting) == 0 ? now_ms() - s : -1;
-			}
-			_exit(0);
-		}
+		if (!peer || plat == MAP_FAILED)
+			return 1;
+		peer_total = in_parallel(peer, workers, njobs, plat);
 	}
-	while (wait(NULL) > 0 || errno == EINTR)
-		;
-	total = now_ms() - t0;
+
 	for (int i = 0; i < njobs; i++)
 		failures += lat[i] < 0;
 	qsort(lat, (size_t)njobs, sizeof(*lat), by_value);
@@ -223,6 +278,13 @@ int main(int argc, char **argv)
 	printf("  contention: %d workers x %d jobs = %d runs with --wait, all at once:\n", workers,
 	       each, njobs);
 	printf("    acquisitions per second        %.0f\n", njobs / (total / 1e3));
+	snprintf(label, sizeof(label), "the same runs, %d workers", gpus);
+	printf("    %-30s %.0f a second (nobody waits in line)\n", label, njobs / (alone / 1e3));
+	printf("    against them                   %.2fx\n", alone / total);
+	if (peer_total > 0)
+		printf("    the peer, the same runs        %.0f a second: %.2fx of it (goal: 1x or "
+		       "more)\n",
+		       njobs / (peer_total / 1e3), peer_total / total);
 	printf("    time to run, p50               %.2f ms\n", p50);
 	printf("    time to run, p99               %.2f ms\n", p99);
 	printf("    spread, p99 / p50              %.2fx (goal: within 2x)\n", p99 / p50);

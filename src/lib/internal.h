@@ -159,28 +159,34 @@ int line_is_record(const char *name); /* wait.TICKET.json */
 int line_record_parse(struct vd_waiting *w, const char *text, size_t len, uint64_t ticket);
 /* Frees what a vd_waiting holds. */
 void line_waiting_clear(struct vd_waiting *w);
-/* The tickets of the requests further back in line than was read. */
-struct line_rest {
+/* Tickets of requests in line (of the records a scan found, or further back than was read). */
+struct line_tickets {
 	uint64_t *tickets;
-	size_t n;
+	size_t n, cap;
 };
+/* Adds the ticket of name to t when it names a line record: 0, or VD_ENOMEM. */
+int line_tickets_add(struct line_tickets *t, const char *name);
 /*
  * Reads the line: every request, or with sys set, only as far back as
  * something is left for anyone on sys with leases, each request planned
- * as it is read; the tickets of the others go to rest (free them). Stale
- * records are removed when tidy is set.
+ * as it is read; the tickets of the others go to rest (free them). The
+ * records are those of names, which is emptied, or with names NULL of a
+ * scan of the directory. Stale records are removed when tidy is set.
  */
-int line_read_fd(struct vd_line **out, struct line_rest *rest, int dfd, const char *dir, int tidy,
-		 const struct vd_system *sys, const struct vd_leases *leases);
+int line_read_fd(struct vd_line **out, struct line_tickets *rest, struct line_tickets *names,
+		 int dfd, const char *dir, int tidy, const struct vd_system *sys,
+		 const struct vd_leases *leases);
 /* Adds the holds of the requests before ticket to leases (UINT64_MAX: all). */
 int line_holds_before(struct vd_leases *leases, const struct vd_line *line,
 		      const struct vd_system *sys, uint64_t ticket);
 /* Rings the bell of every request the plan says fits now, but own's. */
 void line_ring_ready(const struct vd_line *line, int dfd, uint64_t own);
 uint64_t waiter_ticket(const struct vd_waiter *w); /* 0: not in line (or w NULL) */
+/* After the allocation lock is let go: closes what a try that succeeded left to close. */
+void waiter_settle(struct vd_waiter *w);
 /* After a try from w: leaves the line (fits), or takes a place in it, and watches. */
 int waiter_after_try(struct vd_waiter *w, int dfd, const struct vd_line *line,
-		     const struct line_rest *rest, int fits, const struct vd_choice *choice,
+		     const struct line_tickets *rest, int fits, const struct vd_choice *choice,
 		     const struct vd_system *sys, const struct vd_resolution *parent,
 		     const struct vd_select_options *opts, const char *command);
 

@@ -275,20 +275,17 @@ static int still_there(int fd, int dfd, const char *name)
 	       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
-/* How often a try for a held allocation lock is repeated: it is held for a millisecond or two. */
-#define ALLOC_STEP_US 200
-
 /*
  * Locks name in the directory (op: LOCK_EX or LOCK_SH, with LOCK_NB):
  * opened, locked, and opened again if the file was replaced meanwhile.
  * While the lock is held by another, the same open file tries again every
- * ALLOC_STEP_US, for up to patience_us (0: not at all). Returns 0, VD_EBUSY
- * when still held, VD_EINTR when a signal ended the wait, or lock_open's
- * error.
+ * step_us, for up to patience_us (0: not at all). Returns 0, VD_EBUSY when
+ * still held, VD_EINTR when a signal ended the wait, or lock_open's error.
  */
-static int lock_take(int *out, int dfd, const char *dir, const char *name, int op, long patience_us)
+static int lock_take(int *out, int dfd, const char *dir, const char *name, int op, long step_us,
+		     long patience_us)
 {
-	const struct timespec step = { 0, ALLOC_STEP_US * 1000 };
+	const struct timespec step = { 0, step_us * 1000 };
 	long waited_us = 0;
 	int err, replaced = 0;
 
@@ -315,7 +312,7 @@ static int lock_take(int *out, int dfd, const char *dir, const char *name, int o
 		else if (nanosleep(&step, NULL) < 0 && errno == EINTR)
 			err = error_set(VD_EINTR, "interrupted while waiting for the lock '%s/%s'",
 					dir, name);
-		waited_us += ALLOC_STEP_US;
+		waited_us += step_us;
 	}
 	if (*out >= 0)
 		close(*out);
@@ -367,18 +364,27 @@ static void lock_holder(char *out, size_t n, int fd)
 #define ALLOC_PATIENCE_MS 250
 
 /*
+ * How often a try for a held allocation lock is repeated (it is held for a
+ * fraction of a millisecond): often by a waiter in line, whose try may be
+ * the one a GPU that came free waits for; less by others, whose tries wake
+ * the machine's CPUs, and so slow down whoever holds the lock, for little.
+ */
+#define ALLOC_STEP_IN_LINE_US 100
+#define ALLOC_STEP_US	      1000
+
+/*
  * Takes the allocation lock, under which devices are chosen and locked and
  * records made. Never blocks for long: while another holds it, tries again
- * every ALLOC_STEP_US for ALLOC_PATIENCE_MS, then gives up with VD_EBUSY
- * naming the holder; a signal ends the wait at once (VD_EINTR). The step is
- * short because under contention a lock that is free and not taken is a
- * GPU that stays idle.
+ * (in_line: a waiter's try, more often) for ALLOC_PATIENCE_MS, then gives
+ * up with VD_EBUSY naming the holder; a signal ends the wait at once
+ * (VD_EINTR).
  */
-static int alloc_lock(int *out, int dfd, const char *dir)
+static int alloc_lock(int *out, int dfd, const char *dir, int in_line)
 {
 	char who[160];
-	int err =
-		lock_take(out, dfd, dir, ALLOC_LOCK, LOCK_EX | LOCK_NB, ALLOC_PATIENCE_MS * 1000L);
+	int err = lock_take(out, dfd, dir, ALLOC_LOCK, LOCK_EX | LOCK_NB,
+			    in_line ? ALLOC_STEP_IN_LINE_US : ALLOC_STEP_US,
+			    ALLOC_PATIENCE_MS * 1000L);
 
 	if (err != VD_EBUSY)
 		return err;
@@ -560,7 +566,7 @@ static void holders_vouch(struct vd_leases *l, size_t first, int dfd, uid_t owne
  * Reads the live records of the directory. A record whose lock nobody
  * holds is stale: removed when tidy is set (under the allocation lock).
  */
-static int records_read(struct vd_leases *l, int dfd, int tidy)
+static int records_read(struct vd_leases *l, int dfd, int tidy, struct line_tickets *line)
 {
 	struct dirent *e;
 	DIR *d;
@@ -573,6 +579,8 @@ static int records_read(struct vd_leases *l, int dfd, int tidy)
 		size_t first;
 		int fd;
 
+		if (line && (err = line_tickets_add(line, e->d_name)))
+			break;
 		if (!lease_is_record(e->d_name))
 			continue;
 		/* not blocking: a FIFO planted under a record's name must not hang us */
@@ -654,7 +662,10 @@ static int holder_order(const void *pa, const void *pb, void *ctx)
 	return (a->pid > b->pid) - (a->pid < b->pid);
 }
 
-static int leases_read_fd(struct vd_leases **out, int dfd, const struct vd_system *sys, int tidy)
+/* Reads the leases; line, if not NULL, gets the tickets of the line's records from the same scan.
+ */
+static int leases_read_fd(struct vd_leases **out, int dfd, const struct vd_system *sys, int tidy,
+			  struct line_tickets *line)
 {
 	struct vd_leases *l = calloc(1, sizeof(*l));
 	int err;
@@ -662,7 +673,7 @@ static int leases_read_fd(struct vd_leases **out, int dfd, const struct vd_syste
 	*out = NULL;
 	if (!l)
 		return error_set(VD_ENOMEM, "out of memory");
-	err = records_read(l, dfd, tidy);
+	err = records_read(l, dfd, tidy, line);
 	if (err) {
 		vd_leases_free(l);
 		return err;
@@ -697,7 +708,7 @@ int vd_leases_read(struct vd_leases **out, const char *dir, const struct vd_syst
 	err = lease_dir_open(&dfd, dir);
 	if (err)
 		return err;
-	err = leases_read_fd(out, dfd, sys, 0);
+	err = leases_read_fd(out, dfd, sys, 0, NULL);
 	close(dfd);
 	return err;
 }
@@ -847,7 +858,7 @@ static int lock_choice(struct vd_lease *l, struct vd_leases *leases, const struc
 
 		lock_name(name, sizeof(name), uuid);
 		err = lock_take(&fd, l->dir_fd, l->dir, name,
-				(exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB, 0);
+				(exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB, 0, 0);
 		if (err == VD_ENOMEM)
 			return err;
 		if (err) {
@@ -872,7 +883,7 @@ int lease_acquire(struct vd_lease **out, struct vd_choice **choice, const char *
 {
 	struct vd_leases *leases = NULL;
 	struct vd_line *line = NULL;
-	struct line_rest rest = { 0 };
+	struct line_tickets rest = { 0 }, names = { 0 };
 	struct vd_lease *l = NULL;
 	int dfd = -1, alloc_fd = -1, err;
 	size_t tries, most = system_units(sys) + 1;
@@ -888,17 +899,17 @@ int lease_acquire(struct vd_lease **out, struct vd_choice **choice, const char *
 		close(dfd);
 		return error_set(VD_ENOMEM, "out of memory");
 	}
-	err = alloc_lock(&alloc_fd, dfd, dir);
+	err = alloc_lock(&alloc_fd, dfd, dir, ticket != 0);
 	if (err)
 		goto out;
-	err = leases_read_fd(&leases, dfd, sys, 1);
+	err = leases_read_fd(&leases, dfd, sys, 1, &names);
 	/*
 	 * The line: what each request waiting before this one holds is not to
 	 * be taken. It is read only as far as anything is left: on a busy
 	 * server, a record or two.
 	 */
 	if (!err)
-		err = line_read_fd(&line, &rest, dfd, dir, 1, sys, leases);
+		err = line_read_fd(&line, &rest, &names, dfd, dir, 1, sys, leases);
 	if (!err)
 		err = line_holds_before(leases, line, sys, ticket ? ticket : UINT64_MAX);
 	/*
@@ -936,14 +947,17 @@ int lease_acquire(struct vd_lease **out, struct vd_choice **choice, const char *
 		if (werr && !fits)
 			err = werr;
 	}
-	if (line)
-		line_ring_ready(line, dfd, ticket);
 out:
 	if (alloc_fd >= 0)
 		close(alloc_fd); /* closing lets go of the allocation lock */
+	/* who is woken now finds the lock free */
+	waiter_settle(w);
+	if (line)
+		line_ring_ready(line, dfd, ticket);
 	vd_leases_free(leases);
 	vd_line_free(line);
 	free(rest.tickets);
+	free(names.tickets);
 	if (err) {
 		vd_lease_free(l);
 		return err;

@@ -58,6 +58,7 @@ struct vd_waiter {
 	int dir_wd, prev_wd; /* -1: not watched */
 	uint64_t prev;	     /* the ticket of the one before, 0: first */
 	int wake;	     /* try again at once */
+	int left_fd;	     /* the record of a place just left, to close (-1: none) */
 	unsigned place, of;
 	struct vd_device_ref *holds;
 	size_t nholds;
@@ -437,64 +438,65 @@ static int ticket_cmp(const void *pa, const void *pb)
 	return (a > b) - (a < b);
 }
 
-/* The tickets of the line's record files, first first. */
-static int record_tickets(uint64_t **out, size_t *n, int dfd, const char *dir)
+int line_tickets_add(struct line_tickets *t, const char *name)
 {
-	size_t cap = 0;
+	uint64_t ticket = name_ticket(name, WAIT_RECORD), *grown;
+
+	if (!ticket)
+		return 0;
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? 2 * t->cap : 64;
+
+		grown = realloc(t->tickets, cap * sizeof(*grown));
+		if (!grown)
+			return error_set(VD_ENOMEM, "out of memory");
+		t->tickets = grown;
+		t->cap = cap;
+	}
+	t->tickets[t->n++] = ticket;
+	return 0;
+}
+
+/* The tickets of the line's record files. */
+static int record_tickets(struct line_tickets *t, int dfd, const char *dir)
+{
 	struct dirent *e;
 	DIR *d;
 	int err = lease_dir_scan(&d, dfd, dir);
 
-	*out = NULL;
-	*n = 0;
-	if (err)
-		return err;
-	while (!err && (e = readdir(d))) {
-		uint64_t ticket = name_ticket(e->d_name, WAIT_RECORD);
-		uint64_t *grown;
-
-		if (!ticket)
-			continue;
-		if (*n == cap) {
-			cap = cap ? 2 * cap : 64;
-			grown = realloc(*out, cap * sizeof(**out));
-			if (!grown) {
-				err = error_set(VD_ENOMEM, "out of memory");
-				break;
-			}
-			*out = grown;
-		}
-		(*out)[(*n)++] = ticket;
-	}
-	closedir(d);
-	if (err) {
-		free(*out);
-		*out = NULL;
-		*n = 0;
-		return err;
-	}
-	if (*n > 1)
-		qsort(*out, *n, sizeof(**out), ticket_cmp);
-	return 0;
+	while (!err && (e = readdir(d)))
+		err = line_tickets_add(t, e->d_name);
+	if (d)
+		closedir(d);
+	return err;
 }
 
-int line_read_fd(struct vd_line **out, struct line_rest *rest, int dfd, const char *dir, int tidy,
-		 const struct vd_system *sys, const struct vd_leases *leases)
+int line_read_fd(struct vd_line **out, struct line_tickets *rest, struct line_tickets *names,
+		 int dfd, const char *dir, int tidy, const struct vd_system *sys,
+		 const struct vd_leases *leases)
 {
 	struct vd_line *l = calloc(1, sizeof(*l));
+	struct line_tickets found = { 0 };
 	struct vd_leases work = { 0 };
-	uint64_t *tickets = NULL;
-	size_t n = 0, i = 0;
-	int err;
+	uint64_t *tickets;
+	size_t n, i = 0;
+	int err = 0;
 
 	*out = NULL;
-	if (rest) {
-		rest->tickets = NULL;
-		rest->n = 0;
+	if (rest)
+		*rest = (struct line_tickets){ 0 };
+	if (names) {
+		found = *names;
+		*names = (struct line_tickets){ 0 };
+	} else {
+		err = record_tickets(&found, dfd, dir);
 	}
-	if (!l)
-		return error_set(VD_ENOMEM, "out of memory");
-	err = record_tickets(&tickets, &n, dfd, dir);
+	tickets = found.tickets;
+	n = found.n;
+	if (!err && !l)
+		err = error_set(VD_ENOMEM, "out of memory");
+	if (!err && n > 1)
+		qsort(tickets, n, sizeof(*tickets), ticket_cmp);
 	if (!err && sys)
 		err = work_init(&work, leases);
 	for (; !err && i < n; i++) {
@@ -519,7 +521,7 @@ int line_read_fd(struct vd_line **out, struct line_rest *rest, int dfd, const ch
 	if (rest && i < n) {
 		memmove(tickets, tickets + i, (n - i) * sizeof(*tickets));
 		rest->tickets = tickets;
-		rest->n = n - i;
+		rest->n = rest->cap = n - i;
 	} else {
 		free(tickets);
 	}
@@ -535,7 +537,7 @@ int vd_line_read(struct vd_line **out, const char *dir)
 	err = lease_dir_open(&dfd, dir);
 	if (err)
 		return err;
-	err = line_read_fd(out, NULL, dfd, dir, 0, NULL, NULL);
+	err = line_read_fd(out, NULL, NULL, dfd, dir, 0, NULL, NULL);
 	close(dfd);
 	return err;
 }
@@ -580,7 +582,7 @@ int vd_waiter_new(struct vd_waiter **out, const char *dir)
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return error_set(VD_ENOMEM, "out of memory");
-	w->record_fd = w->bell_fd = w->dir_wd = w->prev_wd = -1;
+	w->record_fd = w->bell_fd = w->dir_wd = w->prev_wd = w->left_fd = -1;
 	w->dir = strdup(dir);
 	lease_owner_name(w->user, sizeof(w->user), geteuid());
 	w->notify_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
@@ -672,14 +674,23 @@ static int join(struct vd_waiter *w, int dfd, uint64_t last, const struct vd_sys
 	return 0;
 }
 
-/* Leaves the line: closed first, so that watchers of the directory and of the record see it. */
-static void leave(struct vd_waiter *w, int dfd)
+/*
+ * Leaves the line: closed first, so that watchers of the directory and of
+ * the record see it; or, with later (a try that succeeded, under the
+ * allocation lock), only unlinked, and closed by waiter_settle() once the
+ * lock is let go, so that the waiter next in line, which that wakes, does
+ * not wake to find the lock held.
+ */
+static void leave(struct vd_waiter *w, int dfd, int later)
 {
 	char name[48];
 
 	if (!w->ticket)
 		return;
-	close(w->record_fd);
+	if (later)
+		w->left_fd = w->record_fd;
+	else
+		close(w->record_fd);
 	file_name(name, sizeof(name), w->ticket, WAIT_RECORD);
 	unlinkat(dfd, name, 0);
 	if (w->bell_fd >= 0) {
@@ -691,6 +702,14 @@ static void leave(struct vd_waiter *w, int dfd)
 	w->record_fd = w->bell_fd = -1;
 	w->ticket = 0;
 	w->place = w->of = 0;
+}
+
+void waiter_settle(struct vd_waiter *w)
+{
+	if (w && w->left_fd >= 0)
+		close(w->left_fd);
+	if (w)
+		w->left_fd = -1;
 }
 
 /* Whether the record with this ticket is still flock'ed by its waiter. */
@@ -770,7 +789,7 @@ static void unwatch(struct vd_waiter *w)
  * read, so the dead found among them are tidied away here, under the
  * allocation lock, and counted into *gone.
  */
-static uint64_t rest_before(const struct vd_waiter *w, int dfd, const struct line_rest *rest,
+static uint64_t rest_before(const struct vd_waiter *w, int dfd, const struct line_tickets *rest,
 			    unsigned *before, unsigned *gone)
 {
 	uint64_t prev = 0;
@@ -793,7 +812,7 @@ static uint64_t rest_before(const struct vd_waiter *w, int dfd, const struct lin
 }
 
 int waiter_after_try(struct vd_waiter *w, int dfd, const struct vd_line *line,
-		     const struct line_rest *rest, int fits, const struct vd_choice *choice,
+		     const struct line_tickets *rest, int fits, const struct vd_choice *choice,
 		     const struct vd_system *sys, const struct vd_resolution *parent,
 		     const struct vd_select_options *opts, const char *command)
 {
@@ -806,7 +825,7 @@ int waiter_after_try(struct vd_waiter *w, int dfd, const struct vd_line *line,
 	int err = 0, joined = 0;
 
 	if (fits) {
-		leave(w, dfd);
+		leave(w, dfd, 1);
 		unwatch(w);
 		return 0;
 	}
@@ -949,10 +968,11 @@ void vd_waiter_free(struct vd_waiter *w)
 	if (w->ticket) {
 		int dfd = open(w->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
-		leave(w, dfd); /* without the directory, the files stay, unlocked: stale */
+		leave(w, dfd, 0); /* without the directory, the files stay, unlocked: stale */
 		if (dfd >= 0)
 			close(dfd);
 	}
+	waiter_settle(w);
 	if (w->notify_fd >= 0)
 		close(w->notify_fd);
 	if (w->epoll_fd >= 0)
