@@ -298,6 +298,12 @@ static pid_t start_keeper(struct vd_lease *lease, pid_t pgid, unsigned long long
 		if (poll(&leader, 1, 200) > 0 && leader_fd >= 0) {
 			close(leader_fd);
 			leader_fd = -1;
+			/*
+			 * visdev reaps the leader and ends the keeper in a moment; a
+			 * look through /proc for the rest of the group (the leader a
+			 * zombie until reaped) is for when visdev is gone
+			 */
+			poll(NULL, 0, 100);
 		}
 	}
 	vd_lease_free(lease); /* and the record goes, if visdev is no longer there to see to it */
