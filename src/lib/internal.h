@@ -179,6 +179,8 @@ int line_read_fd(struct vd_line **out, struct line_tickets *rest, struct line_ti
 /* Adds the holds of the requests before ticket to leases (UINT64_MAX: all). */
 int line_holds_before(struct vd_leases *leases, const struct vd_line *line,
 		      const struct vd_system *sys, uint64_t ticket);
+/* Writes a byte to a bell, never raising SIGPIPE when its reader has just closed it. */
+void line_bell_write(int fd);
 /* Rings the bell of every request the plan says fits now, but own's. */
 void line_ring_ready(const struct vd_line *line, int dfd, uint64_t own);
 uint64_t waiter_ticket(const struct vd_waiter *w); /* 0: not in line (or w NULL) */

@@ -30,6 +30,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -542,6 +544,27 @@ int vd_line_read(struct vd_line **out, const char *dir)
 	return err;
 }
 
+/*
+ * Writes a byte to a bell. A waiter that closes its bell meanwhile (it
+ * left the line) would make that write raise SIGPIPE, which kills a
+ * program that did not ask for it: the signal is held back, and taken
+ * away if the write raised it.
+ */
+void line_bell_write(int fd)
+{
+	sigset_t pipe_set, old, pending;
+	int was_pending;
+
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+	sigpending(&pending);
+	was_pending = sigismember(&pending, SIGPIPE);
+	if (write(fd, "!", 1) < 0 && errno == EPIPE && !was_pending)
+		sigtimedwait(&pipe_set, NULL, &(struct timespec){ 0, 0 });
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 /* Writes a byte to the bell of the request with this ticket, if it has one. */
 static void ring(int dfd, const struct vd_waiting *w)
 {
@@ -555,7 +578,7 @@ static void ring(int dfd, const struct vd_waiting *w)
 		return;
 	/* only the waiter's own FIFO: never a byte into somebody's file */
 	if (fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode) && st.st_uid == w->uid)
-		(void)!write(fd, "!", 1);
+		line_bell_write(fd);
 	close(fd);
 }
 

@@ -284,6 +284,26 @@ static void test_line_read_as_far_as_needed(void **state)
 	vd_waiter_free(w2);
 }
 
+/*
+ * A bell whose waiter closed it as it was rung (it left the line) costs the
+ * ringer nothing: no SIGPIPE, which by default would kill it, and none
+ * left pending.
+ */
+static void test_bell_without_reader(void **state)
+{
+	sigset_t pending;
+	int p[2];
+
+	(void)state;
+	assert_int_equal(pipe(p), 0);
+	close(p[0]);
+	signal(SIGPIPE, SIG_DFL);
+	line_bell_write(p[1]);
+	close(p[1]);
+	assert_int_equal(sigpending(&pending), 0);
+	assert_false(sigismember(&pending, SIGPIPE));
+}
+
 /* A record nobody holds (its job died) does not count and is tidied away. */
 static void test_stale_record(void **state)
 {
@@ -329,6 +349,7 @@ int main(void)
 		cmocka_unit_test(test_inherited_lease_and_waiter),
 		cmocka_unit_test(test_waiter_ignores_own_tries),
 		cmocka_unit_test(test_line_read_as_far_as_needed),
+		cmocka_unit_test(test_bell_without_reader),
 		cmocka_unit_test(test_stale_record),
 		cmocka_unit_test(test_unsafe_dir),
 	};
