@@ -57,7 +57,7 @@ STATIC_LIB := $(BUILD)/libvisdev.a
 SHARED_LIB := $(BUILD)/libvisdev.so.0
 PROGRAM := $(BUILD)/visdev
 
-CHECK_DEPS := gcc make perl python3 libjansson-dev libcmocka-dev bats jq tmux
+CHECK_DEPS := gcc make perl python3 libjansson-dev libcmocka-dev bats jq tmux fish
 DEMO_DEPS := gcc make libjansson-dev
 
 .PHONY: all demo check test deps-check deps-demo install fuzz bench format format-check clean

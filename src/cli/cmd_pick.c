@@ -10,14 +10,19 @@
 #include "commands.h"
 
 static const char usage[] =
-	"usage: visdev pick [-n N] [selection options] [--shell sh|fish] [--json]\n"
+	"usage: visdev pick [-n N] [selection options] [--shell sh|fish | --value] [--json]\n"
 	"\n"
 	"Chooses GPUs that are free (no lease, no process) and fit the options, and\n"
 	"prints the variables for them, to eval:  eval \"$(visdev pick -n 2)\"\n"
+	"When none fits (exit 3), what it prints for eval hides every GPU and fails,\n"
+	"so that a script with 'set -e' stops there.\n"
 	"pick reserves nothing: another job may take the same GPUs a moment later.\n"
 	"To hold them for a job, use 'visdev run'.\n"
 	"\n" CLI_SELECT_USAGE
-	"  --shell SHELL      sh (default, also bash and zsh) or fish\n" CLI_GLOBAL_USAGE;
+	"  --shell SHELL      sh (default, also bash and zsh) or fish\n"
+	"  --value            print the value alone, UUIDs unless --format index:\n"
+	"                     CUDA_VISIBLE_DEVICES=$(visdev pick --value -n 2);\n"
+	"                     nothing, and exit 3, when none fits\n" CLI_GLOBAL_USAGE;
 
 /* Whether a value can go unquoted into a shell line. */
 static int shell_safe(const char *v)
@@ -38,6 +43,16 @@ static void print_shell(int fish, const char *value)
 		cli_printf("export CUDA_VISIBLE_DEVICES=%s%s%s\n", q, value, q);
 		cli_printf("export CUDA_DEVICE_ORDER=PCI_BUS_ID\n");
 	}
+}
+
+/*
+ * What eval gets when no GPU fits: every GPU hidden, and a status that
+ * fails, so that the idiom fails closed.
+ */
+static void print_shell_none(int fish)
+{
+	cli_printf(fish ? "set -gx CUDA_VISIBLE_DEVICES '';\n" : "export CUDA_VISIBLE_DEVICES=''\n");
+	cli_printf(fish ? "false;\n" : "false\n");
 }
 
 static int print_json(const struct vd_system *sys, const struct vd_choice *choice,
@@ -66,9 +81,11 @@ static int print_json(const struct vd_system *sys, const struct vd_choice *choic
 int cmd_pick(int argc, char **argv)
 {
 	enum {
-		OPT_SHELL = 256
+		OPT_SHELL = 256,
+		OPT_VALUE
 	};
 	static const struct option options[] = { { "shell", required_argument, NULL, OPT_SHELL },
+						 { "value", no_argument, NULL, OPT_VALUE },
 						 CLI_SELECT_OPTIONS,
 						 CLI_GLOBAL_OPTIONS };
 	struct cli_globals g = { 0 };
@@ -79,7 +96,7 @@ int cmd_pick(int argc, char **argv)
 	struct vd_line *line = NULL;
 	struct vd_choice *choice = NULL;
 	char *value = NULL;
-	int opt, rc = -1, fish = 0, err;
+	int opt, rc = -1, fish = 0, bare = 0, shell = 0, err;
 
 	cli_select_init(&sel);
 	while (rc < 0 && (opt = getopt_long(argc, argv, "hn:", options, NULL)) != -1) {
@@ -87,7 +104,10 @@ int cmd_pick(int argc, char **argv)
 
 		if (r < 0)
 			rc = EXIT_USAGE;
+		else if (r == 0 && opt == OPT_VALUE)
+			bare = 1;
 		else if (r == 0 && opt == OPT_SHELL) {
+			shell = 1;
 			fish = !strcmp(optarg, "fish");
 			if (!fish && strcmp(optarg, "sh") && strcmp(optarg, "bash") &&
 			    strcmp(optarg, "zsh")) {
@@ -103,6 +123,13 @@ int cmd_pick(int argc, char **argv)
 		rc = EXIT_OK;
 		goto out;
 	}
+	if (bare && (shell || g.json)) {
+		cli_error("--value prints the value alone: not with %s", shell ? "--shell" : "--json");
+		rc = cli_usage_error(usage);
+		goto out;
+	}
+	if (bare && sel.format < 0)
+		sel.format = VD_FORMAT_UUID; /* alone, it cannot bring CUDA_DEVICE_ORDER along */
 	if (optind < argc) {
 		cli_error(
 			"pick takes no arguments ('%s' given); to run a command, use 'visdev run'",
@@ -140,6 +167,8 @@ int cmd_pick(int argc, char **argv)
 			rc = EXIT_NONE;
 			if (g.json)
 				print_json(sys, choice, NULL);
+			else if (!bare)
+				print_shell_none(fish);
 			cli_error("%s", vd_error_last());
 			cli_print_reasons(choice);
 			cli_note_own_leases(sys);
@@ -165,6 +194,8 @@ print:
 		rc = EXIT_FAIL;
 	} else if (g.json)
 		rc = print_json(sys, choice, value);
+	else if (bare)
+		cli_printf("%s\n", value);
 	else
 		print_shell(fish, value);
 out:

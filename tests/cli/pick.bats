@@ -56,6 +56,35 @@ load helper
 	[ "$(jq '.reasons | length' <<<"$output")" -ge 4 ]
 }
 
+@test "the eval idiom fails closed: under set -e the script stops, and every GPU is hidden" {
+	export VISDEV
+	run bash -c 'set -e; CUDA_VISIBLE_DEVICES=0,1,2,3; eval "$("$VISDEV" --demo pick --min-free 20G 2>/dev/null)"; echo "went on"'
+	assert_status 1
+	[[ "$output" != *"went on"* ]]
+	run bash -c 'eval "$("$VISDEV" --demo pick --min-free 20G 2>/dev/null)" || echo "failed, [${CUDA_VISIBLE_DEVICES-unset}]"'
+	[ "$output" = "failed, []" ]
+	run fish -c 'eval ("$VISDEV" --demo pick --shell fish --min-free 20G 2>/dev/null); or echo "failed, [$CUDA_VISIBLE_DEVICES]" (set -q CUDA_VISIBLE_DEVICES; and echo set)'
+	[ "$output" = "failed, [] set" ]
+	run fish -c 'eval ("$VISDEV" --demo pick --shell fish -n 2 2>/dev/null); and echo "[$CUDA_VISIBLE_DEVICES]"'
+	[ "$output" = "[1,3]" ]
+}
+
+@test "pick --value prints the value alone, as UUIDs, and nothing when none fits" {
+	run --separate-stderr "$VISDEV" --fixture "$FIXTURES/four.json" pick --value -n 2
+	assert_status 0
+	[[ "$output" =~ ^GPU-[0-9a-f-]+,GPU-[0-9a-f-]+$ ]]
+	# the UUIDs name the GPUs pick's JSON names, whatever CUDA_DEVICE_ORDER is
+	want=$("$VISDEV" --fixture "$FIXTURES/four.json" pick -n 2 --json | jq -r '[.devices[].uuid] | join(",")')
+	[ "$output" = "$want" ]
+	run --separate-stderr "$VISDEV" --fixture "$FIXTURES/four.json" pick --value --format index -n 2
+	[ "$output" = "$("$VISDEV" --fixture "$FIXTURES/four.json" pick -n 2 --json | jq -r '.env.CUDA_VISIBLE_DEVICES')" ]
+	run --separate-stderr "$VISDEV" --demo pick --value --min-free 20G
+	assert_status 3
+	[ -z "$output" ]
+	run "$VISDEV" --demo pick --value --shell fish
+	assert_status 2
+}
+
 @test "--or-cpu falls back to the CPU: an empty value, a note, exit 0" {
 	run "$VISDEV" --demo pick --min-free 100G --or-cpu
 	assert_status 0
