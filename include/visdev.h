@@ -402,9 +402,9 @@ VD_API int vd_cuda_enumerate(char ***out, size_t *nout, const char *cuda_lib, co
 
 /*
  * Reads a memory size given by a user into MiB: "8G", "8GiB", "8192M",
- * "8192MiB", "1.5G", "1T"; a bare number is MiB. Errors: VD_EINVAL for
- * anything else (empty, junk after the unit, negative, too large), with a
- * message quoting the text.
+ * "8192MiB", "1.5G", "1T": a bare number is refused, with the forms it
+ * may have meant. Errors: VD_EINVAL for anything else (empty, junk after
+ * the unit, negative, too large), with a message quoting the text.
  */
 VD_API int vd_parse_size_mib(uint64_t *out, const char *text);
 

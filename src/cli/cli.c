@@ -285,11 +285,12 @@ void cli_print_notes(char *const *notes, size_t n)
 		cli_printf("note: %s\n", notes[i]);
 }
 
-void cli_select_init(struct cli_select *s)
+void cli_select_init(struct cli_select *s, char **argv)
 {
 	memset(s, 0, sizeof(*s));
 	vd_select_options_init(&s->opts);
 	s->format = -1;
+	s->argv = argv;
 }
 
 void cli_select_release(struct cli_select *s)
@@ -315,6 +316,27 @@ static int parse_count(long *out, const char *option, const char *arg, long min,
 	return 0;
 }
 
+/*
+ * Says so when a size's unit was written apart ("--min-free 40 GB"), and
+ * would otherwise be read as the command or an argument; 0 when not.
+ */
+static int unit_apart(const struct cli_select *s, const char *name, const char *arg)
+{
+	const char *next = s->argv && optind > 0 ? s->argv[optind] : NULL;
+	char *joined = NULL;
+	uint64_t mib;
+	int apart;
+
+	if (!next || strchr(next, ' ') || asprintf(&joined, "%s %s", arg, next) < 0)
+		return 0;
+	apart = vd_parse_size_mib(&mib, joined) == 0;
+	free(joined);
+	if (apart)
+		cli_error("%s %s %s: the unit goes with the number: write %s %s%s", name, arg, next,
+			  name, arg, next);
+	return apart;
+}
+
 int cli_select_option(struct cli_select *s, int opt, const char *arg)
 {
 	size_t n;
@@ -329,7 +351,12 @@ int cli_select_option(struct cli_select *s, int opt, const char *arg)
 	case 'M':
 	case 'R':
 		if (vd_parse_size_mib(opt == 'M' ? &s->opts.min_free_mib : &s->opts.mem_mib, arg)) {
-			cli_error("%s: %s", opt == 'M' ? "--min-free" : "--mem", vd_error_last());
+			const char *name = opt == 'M' ? "--min-free" : "--mem";
+			char *why = strdup(vd_error_last());
+
+			if (!unit_apart(s, name, arg))
+				cli_error("%s: %s", name, why ? why : vd_error_last());
+			free(why);
 			return -1;
 		}
 		if (opt == 'R' && !s->opts.mem_mib) {

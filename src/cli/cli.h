@@ -127,6 +127,7 @@ struct cli_select {
 	unsigned *exclude;
 	int format; /* -1: the safest form for the case; else enum vd_format */
 	int or_cpu;
+	char **argv; /* the command line getopt reads, for a unit written apart */
 };
 
 /* clang-format off */
@@ -142,8 +143,8 @@ struct cli_select {
 
 #define CLI_SELECT_USAGE                                                                  \
 	"  -n N               how many GPUs (default 1)\n"                                 \
-	"  --min-free SIZE    at least this much free memory on each (8G, 8GiB, 8192M;\n"  \
-	"                     a bare number is MiB)\n"                                     \
+	"  --min-free SIZE    at least this much free memory on each, with its unit\n"      \
+	"                     (8G, 8GiB, 8192M; a bare number is refused)\n"               \
 	"  --max-util PCT     at most this utilisation on each\n"                          \
 	"  --model PATTERN    only GPUs whose name matches anywhere (A100, 'H100*HBM3')\n" \
 	"  --exclude LIST     never these GPUs (indices, e.g. 0,3)\n"                      \
@@ -155,8 +156,8 @@ struct cli_select {
 
 /* clang-format on */
 
-/* Sets up the defaults of the selection options. */
-void cli_select_init(struct cli_select *s);
+/* Sets up the defaults of the selection options, for the command line argv. */
+void cli_select_init(struct cli_select *s, char **argv);
 
 /*
  * Handles one selection option returned by getopt_long ('n' included).

@@ -18,8 +18,7 @@ static const char usage[] =
 	"so that a script with 'set -e' stops there.\n"
 	"pick reserves nothing: another job may take the same GPUs a moment later.\n"
 	"To hold them for a job, use 'visdev run'.\n"
-	"\n" CLI_SELECT_USAGE
-	"  --shell SHELL      sh (default, also bash and zsh) or fish\n"
+	"\n" CLI_SELECT_USAGE "  --shell SHELL      sh (default, also bash and zsh) or fish\n"
 	"  --value            print the value alone, UUIDs unless --format index:\n"
 	"                     CUDA_VISIBLE_DEVICES=$(visdev pick --value -n 2);\n"
 	"                     nothing, and exit 3, when none fits\n" CLI_GLOBAL_USAGE;
@@ -51,7 +50,8 @@ static void print_shell(int fish, const char *value)
  */
 static void print_shell_none(int fish)
 {
-	cli_printf(fish ? "set -gx CUDA_VISIBLE_DEVICES '';\n" : "export CUDA_VISIBLE_DEVICES=''\n");
+	cli_printf(fish ? "set -gx CUDA_VISIBLE_DEVICES '';\n" :
+			  "export CUDA_VISIBLE_DEVICES=''\n");
 	cli_printf(fish ? "false;\n" : "false\n");
 }
 
@@ -98,7 +98,7 @@ int cmd_pick(int argc, char **argv)
 	char *value = NULL;
 	int opt, rc = -1, fish = 0, bare = 0, shell = 0, err;
 
-	cli_select_init(&sel);
+	cli_select_init(&sel, argv);
 	while (rc < 0 && (opt = getopt_long(argc, argv, "hn:", options, NULL)) != -1) {
 		int r = cli_select_option(&sel, opt, optarg);
 
@@ -124,7 +124,8 @@ int cmd_pick(int argc, char **argv)
 		goto out;
 	}
 	if (bare && (shell || g.json)) {
-		cli_error("--value prints the value alone: not with %s", shell ? "--shell" : "--json");
+		cli_error("--value prints the value alone: not with %s",
+			  shell ? "--shell" : "--json");
 		rc = cli_usage_error(usage);
 		goto out;
 	}

@@ -763,7 +763,7 @@ int cmd_run(int argc, char **argv)
 	size_t ndevs;
 	int opt, rc = -1, quiet = 0;
 
-	cli_select_init(&sel);
+	cli_select_init(&sel, argv);
 	while (rc < 0 && (opt = getopt_long(argc, argv, "+hqn:", options, NULL)) != -1) {
 		int r = cli_select_option(&sel, opt, optarg);
 

@@ -2,7 +2,7 @@
  * parse.c - the words and numbers users give: memory sizes, policy names,
  * and the defaults of a selection.
  *
- * Sizes. A size is a number of MiB, or a number and a unit:
+ * Sizes. A size is a number and its unit:
  *
  *   M, MiB, MB    MiB
  *   G, GiB, GB    GiB (1024 MiB)
@@ -17,9 +17,10 @@
  * number and its unit, as nvidia-smi writes "81559 MiB"; no other blank is
  * accepted anywhere. A size that is not a whole number of MiB is rounded up
  * ("0.1G" is 103 MiB): sizes ask for memory, and asking for a little more
- * is the safe side. Refused: the empty string, signs, "0x" and other
- * bases, exponents, "inf" and "nan", any other unit or trailing text, and
- * sizes above INT64_MAX MiB.
+ * is the safe side. Refused: a bare number ("40" could mean MiB or GiB:
+ * the message gives the forms to write), the empty string, signs, "0x"
+ * and other bases, exponents, "inf" and "nan", any other unit or trailing
+ * text, and sizes above INT64_MAX MiB.
  */
 #include <ctype.h>
 #include <stdint.h>
@@ -60,8 +61,7 @@ static int invalid_size(const char *text)
 
 	quote_text(q, sizeof(q), text);
 	return error_set(VD_EINVAL,
-			 "invalid size '%s': use a number of MiB or a unit such as 8G, 8GiB, 8192M",
-			 q);
+			 "invalid size '%s': use a number and a unit, such as 8G, 8GiB, 8192M", q);
 }
 
 static int too_large(const char *text)
@@ -73,6 +73,19 @@ static int too_large(const char *text)
 			 (unsigned long long)SIZE_MAX_MIB);
 }
 
+/* A bare number: the forms it may have meant, as 40G, 40GiB or 40960M. */
+static int no_unit(const char *text, uint64_t whole, size_t ndecimals)
+{
+	char q[QUOTE_MAX * 4 + 8], mib[32] = "";
+
+	quote_text(q, sizeof(q), text);
+	if (!ndecimals && whole && whole <= SIZE_MAX_MIB / 1024)
+		snprintf(mib, sizeof(mib), ", %lluM", (unsigned long long)whole * 1024);
+	return error_set(VD_EINVAL,
+			 "invalid size '%s': a size needs its unit, such as %sG, %sGiB%s or %sM", q,
+			 q, q, mib, q);
+}
+
 /* The MiB in one unit ("GiB" is 1024), or 0 for a word that is no unit. */
 static uint64_t unit_mib(const char *unit)
 {
@@ -80,16 +93,9 @@ static uint64_t unit_mib(const char *unit)
 		const char *name;
 		uint64_t mib;
 	} units[] = {
-		{ "", 1 },
-		{ "m", 1 },
-		{ "mib", 1 },
-		{ "mb", 1 },
-		{ "g", 1024 },
-		{ "gib", 1024 },
-		{ "gb", 1024 },
-		{ "t", 1024 * 1024 },
-		{ "tib", 1024 * 1024 },
-		{ "tb", 1024 * 1024 },
+		{ "m", 1 },	      { "mib", 1 },	      { "mb", 1 },
+		{ "g", 1024 },	      { "gib", 1024 },	      { "gb", 1024 },
+		{ "t", 1024 * 1024 }, { "tib", 1024 * 1024 }, { "tb", 1024 * 1024 },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(units); i++)
@@ -137,6 +143,8 @@ int vd_parse_size_mib(uint64_t *out, const char *text)
 			scale *= 10;
 		}
 	}
+	if (!*p)
+		return no_unit(text, whole, ndecimals + zeros);
 	if (*p == ' ' && p[1] != '\0')
 		p++;
 	mult = unit_mib(p);

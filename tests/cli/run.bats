@@ -294,8 +294,17 @@ PY
 	assert_output_has "run needs a command"
 	run one run --wait=soon -- true
 	assert_status 2
-	run one run --mem 0 -- true
+	run one run --mem 0G -- true
 	assert_status 2
+	assert_output_has "must be more than 0"
+	# a bare size is refused with the forms to write; a unit written apart is not a command
+	run one run --min-free 40 -- true
+	assert_status 2
+	assert_output_has "invalid size '40': a size needs its unit, such as 40G, 40GiB, 40960M or 40M"
+	run one run --min-free 40 GB python train.py
+	assert_status 2
+	assert_output_has "--min-free 40 GB: the unit goes with the number: write --min-free 40GB"
+	[[ "$output" != *"command not found"* ]]
 	run one run --help
 	assert_status 0
 	assert_output_has "usage: visdev run"

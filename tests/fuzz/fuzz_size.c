@@ -2,7 +2,7 @@
  * fuzz_size.c - libFuzzer target for vd_parse_size_mib: any bytes must give
  * a size or VD_EINVAL with a one-line message, never a crash or a read
  * outside the input; a size that parses is at most INT64_MAX MiB and parses
- * again, written as a bare number of MiB, to itself.
+ * again, written as a number of MiB ("NM"), to itself.
  */
 #include <inttypes.h>
 #include <stdint.h>
@@ -32,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else {
 		if (mib > (uint64_t)INT64_MAX)
 			abort();
-		snprintf(again, sizeof(again), "%" PRIu64, mib);
+		snprintf(again, sizeof(again), "%" PRIu64 "M", mib);
 		if (vd_parse_size_mib(&mib2, again) || mib2 != mib)
 			abort();
 	}

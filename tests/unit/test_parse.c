@@ -29,12 +29,14 @@ struct size_case {
  }
 
 static const struct size_case sizes[] = {
-	/* bare numbers are MiB */
-	C("0", 0),
-	C("1", 1),
-	C("8192", 8192),
-	C("81000", 81000),
-	C("007", 7),
+	/* bare numbers are refused: MiB or GiB? */
+	C("0", BAD),
+	C("1", BAD),
+	C("8192", BAD),
+	C("40", BAD),
+	C("1.5", BAD),
+	C("0M", 0),
+	C("007M", 7),
 	/* M, MiB, MB */
 	C("8192M", 8192),
 	C("8192MiB", 8192),
@@ -59,8 +61,8 @@ static const struct size_case sizes[] = {
 	C("0.5G", 512),
 	C("1.25GiB", 1280),
 	C("0.1G", 103),
-	C("1.5", 2),
-	C("1.0", 1),
+	C("1.5M", 2),
+	C("1.0M", 1),
 	C("2.50M", 3),
 	C("0.000000001T", 1),
 	C("1.500000000000000000000000G", 1536),
@@ -69,9 +71,8 @@ static const struct size_case sizes[] = {
 	C("81559 MiB", 81559),
 	C("8 G", 8192),
 	/* the largest size, and one more */
-	C("9223372036854775807", 9223372036854775807ull),
 	C("9223372036854775807M", 9223372036854775807ull),
-	C("9223372036854775808", BAD),
+	C("9223372036854775808M", BAD),
 	C("8796093022207G", 9007199254739968ull),
 	C("8796093022207T", 9223372036853727232ull),
 	C("8796093022207.999999T", 9223372036854775807ull),
@@ -149,17 +150,24 @@ static void test_size_messages(void **state)
 	(void)state;
 	assert_int_equal(vd_parse_size_mib(&got, "8X"), VD_EINVAL);
 	assert_string_equal(vd_error_last(),
-			    "invalid size '8X': use a number of MiB or a unit such as 8G, 8GiB, "
-			    "8192M");
+			    "invalid size '8X': use a number and a unit, such as 8G, 8GiB, 8192M");
 	assert_int_equal(vd_parse_size_mib(&got, ""), VD_EINVAL);
+	assert_string_equal(vd_error_last(),
+			    "invalid size '': use a number and a unit, such as 8G, 8GiB, 8192M");
+	assert_int_equal(vd_parse_size_mib(&got, "40"), VD_EINVAL);
 	assert_string_equal(
 		vd_error_last(),
-		"invalid size '': use a number of MiB or a unit such as 8G, 8GiB, 8192M");
+		"invalid size '40': a size needs its unit, such as 40G, 40GiB, 40960M or "
+		"40M");
+	assert_int_equal(vd_parse_size_mib(&got, "1.5"), VD_EINVAL);
+	assert_string_equal(
+		vd_error_last(),
+		"invalid size '1.5': a size needs its unit, such as 1.5G, 1.5GiB or 1.5M");
 	assert_int_equal(vd_parse_size_mib(&got, NULL), VD_EINVAL);
 	assert_int_equal(vd_parse_size_mib(&got, "8\nG"), VD_EINVAL);
 	assert_string_equal(vd_error_last(),
-			    "invalid size '8\\x0aG': use a number of MiB or a unit such as 8G, "
-			    "8GiB, 8192M");
+			    "invalid size '8\\x0aG': use a number and a unit, such as 8G, 8GiB, "
+			    "8192M");
 	assert_int_equal(vd_parse_size_mib(&got, "99999999999999999999T"), VD_EINVAL);
 	assert_string_equal(vd_error_last(), "invalid size '99999999999999999999T': too large "
 					     "(at most 9223372036854775807 MiB)");
