@@ -784,6 +784,15 @@ int cmd_run(int argc, char **argv)
 		rc = EXIT_OK;
 		goto out;
 	}
+	if (g.json) {
+		/* the command's output is the command's: nothing of run's to print as JSON */
+		cli_error(
+			"run has no output of its own for --json: to see the choice as JSON, use "
+			"'visdev pick --json'; to see the lease while the job runs, 'visdev leases "
+			"--json'; inside the job, VISDEV_LEASE names its lease record");
+		rc = EXIT_USAGE;
+		goto out;
+	}
 	if (optind == argc) {
 		cli_error("run needs a command: visdev run [options] -- CMD [ARGS...]");
 		rc = cli_usage_error(usage);

@@ -294,6 +294,11 @@ PY
 	assert_output_has "run needs a command"
 	run one run --wait=soon -- true
 	assert_status 2
+	# --json is refused, not ignored: the job does not start
+	run one run --json -- touch started
+	assert_status 2
+	assert_output_has "run has no output of its own for --json"
+	[ ! -e started ]
 	run one run --mem 0G -- true
 	assert_status 2
 	assert_output_has "must be more than 0"
