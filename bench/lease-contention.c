@@ -107,6 +107,13 @@ static char **args_dup(const char *const *a)
 	return c;
 }
 
+/* `VISDEV --fixture FIXTURE run -n 1 --wait -- (the job)`, for execv. */
+static char **waiting_args(const char *visdev, const char *fixture)
+{
+	return args_dup((const char *const[]){ visdev, "--fixture", fixture, "run", "-n", "1",
+					       "--wait", "--", self, "--job", workdir, NULL });
+}
+
 /* The fixture's number of GPUs, or 0. */
 static int fixture_gpus(const char *fixture)
 {
@@ -219,8 +226,7 @@ int main(int argc, char **argv)
 	direct = args_dup((const char *const[]){ self, "--job", workdir, NULL });
 	leased = args_dup((const char *const[]){ argv[1], "--fixture", argv[2], "run", "-n", "1",
 						 "--", self, "--job", workdir, NULL });
-	waiting = args_dup((const char *const[]){ argv[1], "--fixture", argv[2], "run", "-n", "1",
-						  "--wait", "--", self, "--job", workdir, NULL });
+	waiting = waiting_args(argv[1], argv[2]);
 	if (!direct || !leased || !waiting)
 		return 1;
 
@@ -248,10 +254,8 @@ int main(int argc, char **argv)
 		failures += lat[i] < 0;
 	total = in_parallel(waiting, workers, njobs, lat);
 	if (argc > 5) {
-		/* the peer's lat, in the same shared memory, is not kept: only the time */
-		char **peer = args_dup((const char *const[]){ argv[5], "--fixture", argv[2], "run",
-							      "-n", "1", "--wait", "--", self,
-							      "--job", workdir, NULL });
+		/* of the peer's runs, only the total time is kept: its own times go apart */
+		char **peer = waiting_args(argv[5], argv[2]);
 		double *plat = mmap(NULL, (size_t)njobs * sizeof(*plat), PROT_READ | PROT_WRITE,
 				    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 

@@ -214,7 +214,8 @@ static int ignore(struct vd_line *l, const char *dir, const char *name, uid_t ow
 			    why);
 }
 
-/* Removes the files of a request that left the line (under the allocation lock). */
+/* Removes the files of a request that left the line: its own, or, under the allocation lock, a dead
+ * one's. */
 static void tidy_away(int dfd, uint64_t ticket)
 {
 	char name[48];
@@ -482,7 +483,7 @@ int line_read_fd(struct vd_line **out, struct line_tickets *rest, struct line_ti
 	struct vd_leases work = { 0 };
 	uint64_t *tickets;
 	size_t n, i = 0;
-	int err = 0;
+	int err = 0, taken = 0;
 
 	*out = NULL;
 	if (rest)
@@ -499,18 +500,21 @@ int line_read_fd(struct vd_line **out, struct line_tickets *rest, struct line_ti
 		err = error_set(VD_ENOMEM, "out of memory");
 	if (!err && n > 1)
 		qsort(tickets, n, sizeof(*tickets), ticket_cmp);
-	if (!err && sys)
+	if (!err && sys) {
 		err = work_init(&work, leases);
-	for (; !err && i < n; i++) {
+		taken = !err && select_all_taken(sys, &work);
+	}
+	/* with sys, reading stops once nothing is left for anyone further back */
+	for (; !err && !taken && i < n; i++) {
 		char name[48];
 		size_t had = l->n;
 
-		if (sys && select_all_taken(sys, &work))
-			break; /* nothing is left for anyone further back */
 		file_name(name, sizeof(name), tickets[i], WAIT_RECORD);
 		err = read_one(l, dfd, dir, name, tickets[i], tidy);
-		if (!err && sys && l->n > had)
-			err = plan_entry(l, had, sys, &work);
+		if (err || !sys || l->n == had)
+			continue;
+		err = plan_entry(l, had, sys, &work);
+		taken = !err && l->waiting[had].nholds && select_all_taken(sys, &work);
 	}
 	free(work.holders);
 	if (err) {
@@ -523,7 +527,8 @@ int line_read_fd(struct vd_line **out, struct line_tickets *rest, struct line_ti
 	if (rest && i < n) {
 		memmove(tickets, tickets + i, (n - i) * sizeof(*tickets));
 		rest->tickets = tickets;
-		rest->n = rest->cap = n - i;
+		rest->n = n - i;
+		rest->cap = found.cap;
 	} else {
 		free(tickets);
 	}
@@ -706,22 +711,17 @@ static int join(struct vd_waiter *w, int dfd, uint64_t last, const struct vd_sys
  */
 static void leave(struct vd_waiter *w, int dfd, int later)
 {
-	char name[48];
-
 	if (!w->ticket)
 		return;
 	if (later)
 		w->left_fd = w->record_fd;
 	else
 		close(w->record_fd);
-	file_name(name, sizeof(name), w->ticket, WAIT_RECORD);
-	unlinkat(dfd, name, 0);
 	if (w->bell_fd >= 0) {
 		epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, w->bell_fd, NULL);
 		close(w->bell_fd);
 	}
-	file_name(name, sizeof(name), w->ticket, WAIT_BELL);
-	unlinkat(dfd, name, 0);
+	tidy_away(dfd, w->ticket);
 	w->record_fd = w->bell_fd = -1;
 	w->ticket = 0;
 	w->place = w->of = 0;
@@ -729,10 +729,10 @@ static void leave(struct vd_waiter *w, int dfd, int later)
 
 void waiter_settle(struct vd_waiter *w)
 {
-	if (w && w->left_fd >= 0)
-		close(w->left_fd);
-	if (w)
-		w->left_fd = -1;
+	if (!w || w->left_fd < 0)
+		return;
+	close(w->left_fd);
+	w->left_fd = -1;
 }
 
 /* Whether the record with this ticket is still flock'ed by its waiter. */
