@@ -408,6 +408,17 @@ VD_API int vd_cuda_enumerate(char ***out, size_t *nout, const char *cuda_lib, co
  */
 VD_API int vd_parse_size_mib(uint64_t *out, const char *text);
 
+/* ---- Words ---------------------------------------------------------- */
+
+/*
+ * Which of words[0..n) a mistyped word most likely meant: the nearest by
+ * edit distance, when it is at most two edits and at most half the word's
+ * length away ("jsno" for "json", "lsit" for "list"); else the one word it
+ * begins ("fix" for "fixture"). Returns that word's index, or -1 when no
+ * word is near enough to suggest.
+ */
+VD_API long vd_nearest_word(const char *word, const char *const *words, size_t n);
+
 /* ---- Leases: who holds which GPU (lease.c) ------------------------------ */
 
 enum vd_lease_mode {

@@ -34,10 +34,124 @@ int cli_global_option(struct cli_globals *g, int opt, const char *arg)
 	return 0;
 }
 
-int cli_usage_error(const char *usage)
+int cli_usage(const char *cmd, const char *fmt, ...)
 {
-	fputs(usage, stderr);
+	va_list ap;
+
+	fputs("visdev: ", stderr);
+	va_start(ap, fmt);
+	cli_vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	cli_fprintf(stderr, "; see 'visdev%s%s --help'\n", cmd ? " " : "", cmd ? cmd : "");
 	return EXIT_USAGE;
+}
+
+void cli_say_unknown(const char *cmd, const char *typed, const struct option *longopts,
+		     const char *shortopts)
+{
+	const char *words[96], *body = typed + strspn(typed, "-");
+	char shorts[96][2];
+	size_t n = 0, nlong;
+	long near;
+
+	for (const struct option *o = longopts; o->name && n < 64; o++)
+		words[n++] = o->name;
+	nlong = n;
+	for (const char *c = shortopts; *c && n < 96; c++) {
+		if (*c == ':' || *c == '+')
+			continue;
+		shorts[n][0] = *c;
+		shorts[n][1] = '\0';
+		words[n] = shorts[n];
+		n++;
+	}
+	near = vd_nearest_word(body, words, n);
+	if (near < 0)
+		cli_usage(cmd, "unknown option '%s'", typed);
+	else
+		cli_usage(cmd, "unknown option '%s' (did you mean %s%s?)", typed,
+			  (size_t)near < nlong ? "--" : "-", words[near]);
+}
+
+/* The long option as typed, with its value cut off: "--min-free" of "--min-free=8G". */
+static void typed_name(char *buf, size_t n, const char *arg)
+{
+	size_t len = strcspn(arg, "=");
+
+	snprintf(buf, n, "%.*s", (int)len, arg);
+}
+
+/*
+ * The short option c that getopt found wrong, as typed: the whole element
+ * when c begins it and what follows is no short options either ("-json",
+ * a long option written with one dash, rather than "-j").
+ */
+static void typed_short(char *buf, size_t n, char **argv, int c, const char *shortopts)
+{
+	const char *el = argv[optind - 1];
+	size_t len = strlen(el);
+
+	if (el[0] != '-' || el[1] == '-' || el[len - 1] != c)
+		el = argv[optind]; /* c was not the element's last: getopt stays on it */
+	if (el && el[0] == '-' && el[1] == c && el[2] && el[2 + strspn(el + 2, shortopts)])
+		snprintf(buf, n, "%s", el);
+	else
+		snprintf(buf, n, "-%c", c);
+}
+
+/* Whether the mistake getopt found at arg was a long option's, not a short one's. */
+static int long_mistake(const char *arg, const struct option *longopts)
+{
+	size_t len = strcspn(arg, "=");
+
+	if (!optopt)
+		return 1; /* getopt names no short option for an unknown long one */
+	if (strncmp(arg, "--", 2))
+		return 0;
+	for (const struct option *o = longopts; o->name; o++)
+		if (o->val == optopt && !strncmp(o->name, arg + 2, len - 2))
+			return 1;
+	return 0;
+}
+
+int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts)
+{
+	char spec[64], typed[128];
+	int plus = shortopts[0] == '+', idx = -1, opt;
+	const char *arg;
+
+	snprintf(spec, sizeof(spec), "%s:%s", plus ? "+" : "", shortopts + plus);
+	opterr = 0;
+	opt = getopt_long(argc, argv, spec, longopts, &idx);
+	if (opt == -1)
+		return -1;
+	arg = argv[optind - 1];
+	if (idx >= 0 && longopts[idx].has_arg == required_argument && optarg == arg)
+		arg = argv[optind - 2]; /* the value came as the next argument */
+	if (opt != '?' && opt != ':' && idx < 0)
+		return opt; /* a short option */
+	if ((opt == '?' || opt == ':') && !long_mistake(arg, longopts)) {
+		typed_short(typed, sizeof(typed), argv, optopt, shortopts);
+		if (opt == ':')
+			cli_usage(argv[0], "option '%s' needs a value", typed);
+		else
+			cli_say_unknown(argv[0], typed, longopts, shortopts);
+		return '?';
+	}
+	typed_name(typed, sizeof(typed), arg);
+	for (const struct option *o = longopts; o->name; o++) {
+		if (strcmp(o->name, typed + 2))
+			continue;
+		/* written in full: getopt's answer stands, or names the mistake */
+		if (opt == ':')
+			cli_usage(argv[0], "option '%s' needs a value", typed);
+		else if (opt == '?')
+			cli_usage(argv[0], "option '%s' takes no value ('%s' given)", typed, arg);
+		return opt == ':' ? '?' : opt;
+	}
+	/* unknown, or an abbreviation, which visdev never takes */
+	cli_say_unknown(argv[0], typed, longopts, shortopts);
+	return '?';
 }
 
 int cli_wants_help(const struct cli_globals *g, const char *usage)
@@ -52,15 +166,14 @@ int cli_parse_plain(struct cli_globals *g, int argc, char **argv, const char *us
 	static const struct option options[] = { CLI_GLOBAL_OPTIONS };
 	int opt;
 
-	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1)
+	while ((opt = cli_getopt(argc, argv, "h", options)) != -1)
 		if (!cli_global_option(g, opt, optarg))
-			return cli_usage_error(usage);
+			return EXIT_USAGE;
 	if (cli_wants_help(g, usage))
 		return EXIT_OK;
-	if (optind < argc) {
-		cli_error("%s takes no arguments ('%s' given)", argv[0], argv[optind]);
-		return cli_usage_error(usage);
-	}
+	if (optind < argc)
+		return cli_usage(argv[0], "%s takes no arguments ('%s' given)", argv[0],
+				 argv[optind]);
 	return -1;
 }
 

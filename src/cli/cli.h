@@ -54,10 +54,23 @@ struct cli_globals {
 int cli_global_option(struct cli_globals *g, int opt, const char *arg);
 
 /*
- * Handles an option getopt_long did not take ('?' or ':'): prints the usage
- * to stderr and returns EXIT_USAGE.
+ * getopt_long as visdev reads options: a long option only as written in
+ * full, never abbreviated (--n is not --nvml-lib). A mistake (an unknown
+ * option, a value missing or given to an option that takes none) is said
+ * in one line, with the nearest real option and where the help is, and
+ * '?' is returned. A leading '+' in shortopts stops at the first argument.
  */
-int cli_usage_error(const char *usage);
+int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts);
+
+/*
+ * Prints "visdev: <message>; see 'visdev CMD --help'" (cmd NULL: visdev's
+ * own help) to stderr and returns EXIT_USAGE: a wrong command line.
+ */
+int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Says that typed is no option of cmd's, with the nearest one of those given. */
+void cli_say_unknown(const char *cmd, const char *typed, const struct option *longopts,
+		     const char *shortopts);
 
 /*
  * Reads the command line of a command that takes only the global options

@@ -396,16 +396,21 @@ static int print_text(const struct vd_system *sys, const struct vd_resolution *r
 	return rc;
 }
 
+/* Says that map was given more than one value; returns EXIT_USAGE. */
+static int extra_value(const char *arg)
+{
+	return cli_usage("map",
+			 "map takes one value; quote it if it has blanks or commas ('%s' is extra)",
+			 arg);
+}
+
 /* Whether argument arg is an option of options written so that its value is the next argument. */
 static int value_follows(const char *arg, const struct option *options)
 {
-	size_t len = strlen(arg + 2);
-
-	if (strncmp(arg, "--", 2) || !len || strchr(arg, '='))
+	if (strncmp(arg, "--", 2))
 		return 0;
-	/* getopt_long takes unambiguous abbreviations: --ord for --order */
 	for (const struct option *o = options; o->name; o++)
-		if (o->has_arg == required_argument && !strncmp(o->name, arg + 2, len))
+		if (o->has_arg == required_argument && !strcmp(o->name, arg + 2))
 			return 1;
 	return 0;
 }
@@ -426,10 +431,7 @@ static int take_dash_value(struct map_args *a, int *argc, char **argv, const str
 		if (argv[i][0] != '-' || !isdigit((unsigned char)argv[i][1]))
 			continue;
 		if (a->have_value) {
-			cli_error("map takes one value; quote it if it has blanks or commas ('%s' "
-				  "is extra)",
-				  argv[i]);
-			return EXIT_USAGE;
+			return extra_value(argv[i]);
 		}
 		a->have_value = 1;
 		a->value = argv[i];
@@ -459,8 +461,8 @@ static int parse_args(struct map_args *a, struct cli_globals *g, int argc, char 
 	int opt;
 
 	if (take_dash_value(a, &argc, argv, options) >= 0)
-		return cli_usage_error(usage);
-	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+		return EXIT_USAGE;
+	while ((opt = cli_getopt(argc, argv, "h", options)) != -1) {
 		switch (opt) {
 		case OPT_UNSET:
 			a->unset = 1;
@@ -488,16 +490,13 @@ static int parse_args(struct map_args *a, struct cli_globals *g, int argc, char 
 			break;
 		default:
 			if (!cli_global_option(g, opt, optarg))
-				return cli_usage_error(usage);
+				return EXIT_USAGE;
 		}
 	}
 	if (cli_wants_help(g, usage))
 		return EXIT_OK;
 	if (argc - optind > (a->have_value ? 0 : 1)) {
-		cli_error("map takes one value; quote it if it has blanks or commas ('%s' is "
-			  "extra)",
-			  argv[argc - 1]);
-		return cli_usage_error(usage);
+		return extra_value(argv[argc - 1]);
 	}
 	if (optind < argc) {
 		a->have_value = 1;

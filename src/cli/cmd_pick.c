@@ -99,7 +99,7 @@ int cmd_pick(int argc, char **argv)
 	int opt, rc = -1, fish = 0, bare = 0, shell = 0, err;
 
 	cli_select_init(&sel, argv);
-	while (rc < 0 && (opt = getopt_long(argc, argv, "hn:", options, NULL)) != -1) {
+	while (rc < 0 && (opt = cli_getopt(argc, argv, "hn:", options)) != -1) {
 		int r = cli_select_option(&sel, opt, optarg);
 
 		if (r < 0)
@@ -115,7 +115,7 @@ int cmd_pick(int argc, char **argv)
 				rc = EXIT_USAGE;
 			}
 		} else if (r == 0 && !cli_global_option(&g, opt, optarg))
-			rc = cli_usage_error(usage);
+			rc = EXIT_USAGE;
 	}
 	if (rc >= 0)
 		goto out;
@@ -124,18 +124,17 @@ int cmd_pick(int argc, char **argv)
 		goto out;
 	}
 	if (bare && (shell || g.json)) {
-		cli_error("--value prints the value alone: not with %s",
-			  shell ? "--shell" : "--json");
-		rc = cli_usage_error(usage);
+		rc = cli_usage("pick", "--value prints the value alone: not with %s",
+			       shell ? "--shell" : "--json");
 		goto out;
 	}
 	if (bare && sel.format < 0)
 		sel.format = VD_FORMAT_UUID; /* alone, it cannot bring CUDA_DEVICE_ORDER along */
 	if (optind < argc) {
-		cli_error(
-			"pick takes no arguments ('%s' given); to run a command, use 'visdev run'",
-			argv[optind]);
-		rc = cli_usage_error(usage);
+		rc = cli_usage("pick",
+			       "pick takes no arguments ('%s' given); to run a command, use "
+			       "'visdev run'",
+			       argv[optind]);
 		goto out;
 	}
 	rc = cli_snapshot(&sys, &g);

@@ -764,7 +764,7 @@ int cmd_run(int argc, char **argv)
 	int opt, rc = -1, quiet = 0;
 
 	cli_select_init(&sel, argv);
-	while (rc < 0 && (opt = getopt_long(argc, argv, "+hqn:", options, NULL)) != -1) {
+	while (rc < 0 && (opt = cli_getopt(argc, argv, "+hqn:", options)) != -1) {
 		int r = cli_select_option(&sel, opt, optarg);
 
 		if (r < 0)
@@ -776,7 +776,7 @@ int cmd_run(int argc, char **argv)
 			if (wait == -2)
 				rc = EXIT_USAGE;
 		} else if (r == 0 && !cli_global_option(&g, opt, optarg))
-			rc = cli_usage_error(usage);
+			rc = EXIT_USAGE;
 	}
 	if (rc >= 0)
 		goto out;
@@ -794,8 +794,7 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	}
 	if (optind == argc) {
-		cli_error("run needs a command: visdev run [options] -- CMD [ARGS...]");
-		rc = cli_usage_error(usage);
+		rc = cli_usage("run", "run needs a command: visdev run [options] -- CMD [ARGS...]");
 		goto out;
 	}
 	if (wait == -1 && optind + 1 < argc && parse_number(argv[optind])) {

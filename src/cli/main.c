@@ -8,6 +8,8 @@
 #include "cli.h"
 #include "commands.h"
 
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
 static const struct command {
 	const char *name;
 	int (*fn)(int argc, char **argv);
@@ -24,9 +26,9 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: visdev [--demo | --fixture FILE | --nvml-lib PATH] [--json] COMMAND "
 		   "[ARGS]\n\ncommands:\n");
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+	for (size_t i = 0; i < ARRAY_LEN(commands); i++)
 		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
-	fprintf(f, "\n'visdev COMMAND --help' tells more; the manual is visdev(1)\n");
+	fprintf(f, "\n'visdev help COMMAND' tells more; the manual is visdev(1)\n");
 }
 
 /* Global options may come before the command: they are moved after its name. */
@@ -47,45 +49,105 @@ static int is_global(const char *arg, int *takes_value)
 	return 0;
 }
 
+/* Runs command c with argv[i] its name: the global options before it go after it. */
+static int run_command(const struct command *c, int argc, char **argv, int i)
+{
+	char **args = calloc((size_t)argc + 2, sizeof(*args));
+	int n = 1, rc;
+
+	if (!args) {
+		cli_error("out of memory");
+		return EXIT_FAIL;
+	}
+	args[0] = argv[i];
+	for (int j = 1; j < i; j++)
+		args[n++] = argv[j];
+	for (int j = i + 1; j < argc; j++)
+		args[n++] = argv[j];
+	args[n] = NULL;
+	rc = c->fn(n, args);
+	free(args);
+	return rc;
+}
+
+static const struct command *find_command(const char *name)
+{
+	for (size_t c = 0; c < ARRAY_LEN(commands); c++)
+		if (!strcmp(name, commands[c].name))
+			return &commands[c];
+	return NULL;
+}
+
+/* Says that name is no command, with the nearest one; returns EXIT_USAGE. */
+static int unknown_command(const char *name)
+{
+	const char *names[ARRAY_LEN(commands) + 1];
+	long near;
+
+	for (size_t c = 0; c < ARRAY_LEN(commands); c++)
+		names[c] = commands[c].name;
+	names[ARRAY_LEN(commands)] = "help";
+	near = vd_nearest_word(name, names, ARRAY_LEN(names));
+	if (near >= 0)
+		return cli_usage(NULL, "'%s' is not a visdev command (did you mean %s?)", name,
+				 names[near]);
+	return cli_usage(NULL, "'%s' is not a visdev command", name);
+}
+
+/* visdev help [COMMAND]: the usage, or the command's own help. */
+static int help(int argc, char **argv, int i)
+{
+	static char help_flag[] = "--help";
+	const struct command *c;
+
+	if (i + 1 >= argc) {
+		usage(stdout);
+		return EXIT_OK;
+	}
+	if (i + 2 < argc)
+		return cli_usage(NULL, "help takes one command ('%s' is extra)", argv[i + 2]);
+	c = find_command(argv[i + 1]);
+	if (!c)
+		return unknown_command(argv[i + 1]);
+	argv[i] = argv[i + 1];
+	argv[i + 1] = help_flag;
+	return run_command(c, i + 2, argv, i);
+}
+
 int main(int argc, char **argv)
 {
-	char **args;
-	int i = 1, n = 1, takes_value, rc;
+	static const struct option options[] = { { "version", no_argument, NULL, 'V' },
+						 CLI_GLOBAL_OPTIONS };
+	const struct command *c;
+	int i = 1, takes_value;
 
 	while (i < argc && is_global(argv[i], &takes_value))
 		i += 1 + takes_value;
-	if (i > argc) {
-		cli_error("%s needs a value", argv[argc - 1]);
+	if (i > argc)
+		return cli_usage(NULL, "option '%s' needs a value", argv[argc - 1]);
+	if (i == argc) {
+		usage(stderr);
 		return EXIT_USAGE;
 	}
-	if (i == argc || !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-		usage(i == argc ? stderr : stdout);
-		return i == argc ? EXIT_USAGE : EXIT_OK;
+	if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+		usage(stdout);
+		return EXIT_OK;
 	}
-	if (!strcmp(argv[i], "--version")) {
+	if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-V")) {
 		printf("visdev %s\n", vd_version());
 		return EXIT_OK;
 	}
-	for (size_t c = 0; c < sizeof(commands) / sizeof(commands[0]); c++) {
-		if (strcmp(argv[i], commands[c].name))
-			continue;
-		args = calloc((size_t)argc + 1, sizeof(*args));
-		if (!args) {
-			cli_error("out of memory");
-			return EXIT_FAIL;
-		}
-		args[0] = argv[i];
-		for (int j = 1; j < i; j++)
-			args[n++] = argv[j];
-		for (int j = i + 1; j < argc; j++)
-			args[n++] = argv[j];
-		args[n] = NULL;
-		rc = commands[c].fn(n, args);
-		free(args);
-		return rc;
+	if (!strcmp(argv[i], "help"))
+		return help(argc, argv, i);
+	if (argv[i][0] == '-') {
+		char typed[128];
+
+		snprintf(typed, sizeof(typed), "%.*s", (int)strcspn(argv[i], "="), argv[i]);
+		cli_say_unknown(NULL, typed, options, "hV");
+		return EXIT_USAGE;
 	}
-	cli_error("'%s' is not a visdev command", argv[i]);
-	fputc('\n', stderr);
-	usage(stderr);
-	return EXIT_USAGE;
+	c = find_command(argv[i]);
+	if (!c)
+		return unknown_command(argv[i]);
+	return run_command(c, argc, argv, i);
 }

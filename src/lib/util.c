@@ -138,3 +138,25 @@ void vd_strings_free(char **strings, size_t n)
 		free(strings[i]);
 	free(strings);
 }
+
+long vd_nearest_word(const char *word, const char *const *words, size_t n)
+{
+	size_t len = strlen(word), best_d = SIZE_MAX, prefixed = 0;
+	long best = -1, prefix = -1;
+
+	for (size_t i = 0; i < n; i++) {
+		size_t d = str_distance(word, words[i], 0);
+
+		if (d < best_d) {
+			best_d = d;
+			best = (long)i;
+		}
+		if (len && !strncmp(word, words[i], len)) {
+			prefixed++;
+			prefix = (long)i;
+		}
+	}
+	if (best >= 0 && best_d <= 2 && best_d <= len / 2)
+		return best;
+	return prefixed == 1 ? prefix : -1;
+}

@@ -141,10 +141,10 @@ load helper
 	assert_output_has "choose one"
 }
 
-@test "an unknown option or an argument prints the usage, exit 2" {
+@test "an unknown option or an argument is one line with where the help is, exit 2" {
 	run "$VISDEV" --demo list --bogus
 	assert_status 2
-	assert_output_has "usage: visdev list"
+	[ "$output" = "visdev: unknown option '--bogus'; see 'visdev list --help'" ]
 	run "$VISDEV" --demo list extra
 	assert_status 2
 	assert_output_has "takes no arguments"

@@ -61,11 +61,34 @@ static void test_distance(void **state)
 	}
 }
 
+static void test_nearest_word(void **state)
+{
+	static const char *const words[] = { "min-free", "max-util", "model", "mem", "json", "n" };
+	static const struct {
+		const char *typed;
+		long want;
+	} cases[] = {
+		{ "n", 5 },	   /* --n: the short -n, written as it is */
+		{ "jsno", 4 },	   /* two edits, half its length */
+		{ "mni-free", 0 }, /* a swap */
+		{ "min", 0 },	   /* begins one word only */
+		{ "m", -1 },	   /* begins several: no guess */
+		{ "z", -1 },	   /* one letter from "n", but no more alike than any */
+		{ "frobnicate", -1 }, { "", -1 },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		assert_int_equal(vd_nearest_word(cases[i].typed, words, 6), cases[i].want);
+	assert_int_equal(vd_nearest_word("n", words, 0), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_utf8_copy),
 		cmocka_unit_test(test_distance),
+		cmocka_unit_test(test_nearest_word),
 	};
 
 	return cmocka_run_group_tests_name("util", tests, NULL, NULL);
