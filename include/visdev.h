@@ -505,8 +505,11 @@ VD_API int vd_lease_acquire(struct vd_lease **out, struct vd_choice **choice, co
 /* The devices leased, best first; *n of them. Valid while the lease is. */
 VD_API const struct vd_device_ref *vd_lease_devices(const struct vd_lease *lease, size_t *n);
 
-/* The path of the lease's holder record, unique to it (for VISDEV_LEASE). */
-VD_API const char *vd_lease_record(const struct vd_lease *lease);
+/*
+ * What others read of the lease: its holder record, as vd_leases_read()
+ * gives it, with uuid the first device's (all zeros if out of memory).
+ */
+VD_API void vd_lease_holder(const struct vd_lease *lease, struct vd_lease_holder *out);
 
 /*
  * Records which process (and process group) the job is, once it has been

@@ -557,11 +557,16 @@ void cli_format_time(char *buf, size_t n, int64_t t)
 {
 	time_t tt = (time_t)t;
 	struct tm tm;
+	size_t len;
 
 	if (t <= 0)
 		snprintf(buf, n, "unknown");
-	else if (!localtime_r(&tt, &tm) || !strftime(buf, n, "%Y-%m-%dT%H:%M:%S%z", &tm))
+	else if (!localtime_r(&tt, &tm) || !(len = strftime(buf, n, "%Y-%m-%dT%H:%M:%S%z", &tm)))
 		snprintf(buf, n, "%lld", (long long)t);
+	else if (len + 1 < n) { /* ISO 8601's extended form: +01:00, where strftime gives +0100 */
+		memmove(buf + len - 1, buf + len - 2, 3);
+		buf[len - 2] = ':';
+	}
 }
 
 json_t *cli_json_lease(const struct vd_lease_holder *h)
@@ -569,11 +574,31 @@ json_t *cli_json_lease(const struct vd_lease_holder *h)
 	char since[32];
 
 	cli_format_time(since, sizeof(since), h->since);
-	return json_pack("{s:o, s:I, s:o, s:s, s:s, s:o}", "user", cli_json_str(h->user), "pid",
-			 (json_int_t)h->pid, "command", cli_json_str(h->command), "since", since,
-			 "mode", h->mode == VD_LEASE_SHARED ? "shared" : "exclusive", "mem_mib",
+	return json_pack("{s:o, s:I, s:I, s:o, s:s, s:s, s:o}", "user", cli_json_str(h->user),
+			 "pid", (json_int_t)h->pid, "pgid", (json_int_t)h->pgid, "command",
+			 cli_json_str(h->command), "since", since, "mode",
+			 h->mode == VD_LEASE_SHARED ? "shared" : "exclusive", "mem_mib",
 			 h->mode == VD_LEASE_SHARED ? json_integer((json_int_t)h->mem_mib) :
 						      json_null());
+}
+
+char *cli_lease_env(const struct vd_lease *lease, const struct vd_system *sys)
+{
+	struct vd_lease_holder h;
+	size_t ndevs;
+	const struct vd_device_ref *devs = vd_lease_devices(lease, &ndevs);
+	json_t *o, *a = json_array();
+	char *s;
+
+	for (size_t i = 0; a && i < ndevs; i++)
+		json_array_append_new(a, cli_json_device(sys, devs[i]));
+	vd_lease_holder(lease, &h);
+	o = cli_json_lease(&h);
+	json_object_set_new(o, "devices", a);
+	json_object_set_new(o, "lease_dir", json_string(cli_lease_dir()));
+	s = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	return s;
 }
 
 struct vd_line *cli_line(const struct vd_system *sys, const struct vd_leases *leases)
@@ -640,7 +665,7 @@ void cli_print_line(const struct vd_line *line, const struct vd_system *sys)
 		return;
 	cli_printf("\n");
 	cli_printf("waiting in line, first come first served:\n");
-	cli_printf("%5s  %-10s  %7s  %-24s  %-22s  %-16s  %s\n", "PLACE", "USER", "PID", "SINCE",
+	cli_printf("%5s  %-10s  %7s  %-25s  %-22s  %-16s  %s\n", "PLACE", "USER", "PID", "SINCE",
 		   "ASKED", "HOLDS", "COMMAND");
 	for (size_t i = 0; i < line->n; i++) {
 		const struct vd_waiting *w = &line->waiting[i];
@@ -672,7 +697,7 @@ void cli_print_line(const struct vd_line *line, const struct vd_system *sys)
 		}
 		if (w->ready && hl && hl < sizeof(holds))
 			snprintf(holds + hl, sizeof(holds) - hl, " (starting)");
-		cli_printf("%5u  %-10s  %7d  %-24s  %-22s  %-16s  %s\n", w->place, w->user,
+		cli_printf("%5u  %-10s  %7d  %-25s  %-22s  %-16s  %s\n", w->place, w->user,
 			   (int)w->pid, since, asked, holds, w->command);
 	}
 }
@@ -709,10 +734,11 @@ int cli_note_own_leases(const struct vd_system *sys)
 	for (size_t i = 0; i < leases->n; i++)
 		own += leases->holders[i].pgid == group;
 	if (own)
-		cli_error("note: this is a job that 'visdev run' started, and it holds %zu of "
-			  "these devices itself (VISDEV_LEASE=%s): use the GPUs it was given, "
-			  "which CUDA_VISIBLE_DEVICES already names",
-			  own, getenv("VISDEV_LEASE"));
+		cli_error(
+			"note: this is a job that 'visdev run' started, and it holds %zu of "
+			"these devices itself (VISDEV_LEASE describes its lease): use the GPUs it "
+			"was given, which CUDA_VISIBLE_DEVICES already names",
+			own);
 	vd_leases_free(leases);
 	return own > 0;
 }

@@ -222,10 +222,17 @@ json_t *cli_json_line_ignored(const struct vd_line *line);
 /* The line as a table (nothing when empty), and what was ignored, on stderr. */
 void cli_print_line(const struct vd_line *line, const struct vd_system *sys);
 
-/* A lease as JSON: {"user", "pid", "command", "since", "mode", "mem_mib"}. */
+/* A lease as JSON: {"user", "pid", "pgid", "command", "since", "mode", "mem_mib"}. */
 json_t *cli_json_lease(const struct vd_lease_holder *h);
 
-/* "2026-12-03T10:02:00+0100" (local time), "unknown" for 0, from seconds since the epoch. */
+/*
+ * VISDEV_LEASE's value for a job holding lease: one line of JSON, the lease
+ * as cli_json_lease() gives it with its "devices" (as cli_json_device()) and
+ * "lease_dir". NULL when out of memory; free() it.
+ */
+char *cli_lease_env(const struct vd_lease *lease, const struct vd_system *sys);
+
+/* "2026-12-03T10:02:00+01:00" (local time), "unknown" for 0, from seconds since the epoch. */
 void cli_format_time(char *buf, size_t n, int64_t t);
 
 /* Prints what the engine found: warnings and the environment's near misses, as "note: ...". */

@@ -91,7 +91,7 @@ int cmd_leases(int argc, char **argv)
 		cli_print_line(line, sys);
 		goto out;
 	}
-	cli_printf("%-20s  %-10s  %7s  %-24s  %-15s  %s\n", "DEVICE", "USER", "PID", "SINCE",
+	cli_printf("%-20s  %-10s  %7s  %-25s  %-15s  %s\n", "DEVICE", "USER", "PID", "SINCE",
 		   "MODE", "COMMAND");
 	for (size_t i = 0; i < leases->n; i++) {
 		const struct vd_lease_holder *h = &leases->holders[i];
@@ -104,7 +104,7 @@ int cmd_leases(int argc, char **argv)
 			snprintf(mode, sizeof(mode), "shared %.1f GiB", h->mem_mib / 1024.0);
 		else
 			snprintf(mode, sizeof(mode), "exclusive");
-		cli_printf("%-20s  %-10s  %7d  %-24s  %-15s  %s\n", label, h->user, (int)h->pid,
+		cli_printf("%-20s  %-10s  %7d  %-25s  %-15s  %s\n", label, h->user, (int)h->pid,
 			   since, mode, h->command);
 	}
 	cli_print_line(line, sys);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -335,26 +336,66 @@ static void end_keeper(pid_t keeper, pid_t pgid, unsigned long long leader_start
  * Starts the job in a process group of its own, holding the lease, and
  * waits for it. Returns its exit status the way a shell reports it.
  */
-static int run_job(struct vd_lease *lease, const char *program, char **argv, char **sh_argv)
+/*
+ * VISDEV_LEASE=, in the environment from before the job's fork: the child
+ * reads the lease's JSON into it, since it may not allocate between fork and exec.
+ */
+#define LEASE_ENV "VISDEV_LEASE="
+static char lease_env[1 << 16];
+
+/* Tells the child, waiting on go, what VISDEV_LEASE is: the lease as it names the job. */
+static void send_lease_env(int go, const struct vd_lease *lease, const struct vd_system *sys)
+{
+	char *json = cli_lease_env(lease, sys);
+	size_t len = json ? strlen(json) : 0, done = 0;
+
+	if (!json || len >= sizeof(lease_env) - strlen(LEASE_ENV))
+		cli_error("note: VISDEV_LEASE is empty: %s",
+			  json ? "the lease is too long to describe" : "out of memory");
+	while (json && len < sizeof(lease_env) - strlen(LEASE_ENV) && done < len) {
+		ssize_t n = send(go, json + done, len - done, MSG_NOSIGNAL);
+
+		if (n < 0 && errno != EINTR)
+			break; /* the child is gone: it never reads it */
+		done += n > 0 ? (size_t)n : 0;
+	}
+	free(json);
+}
+
+/* In the child: reads VISDEV_LEASE's value from go, up to its end of file. */
+static void receive_lease_env(int go)
+{
+	size_t done = strlen(LEASE_ENV);
+	ssize_t n;
+
+	while (done < sizeof(lease_env) - 1 &&
+	       ((n = read(go, lease_env + done, sizeof(lease_env) - 1 - done)) > 0 ||
+		(n < 0 && errno == EINTR)))
+		done += n > 0 ? (size_t)n : 0;
+	lease_env[done] = '\0';
+}
+
+static int run_job(struct vd_lease *lease, const struct vd_system *sys, const char *program,
+		   char **argv, char **sh_argv)
 {
 	int fds[2], go[2], status = -1, child_errno = 0, own_tty, err;
 	unsigned long long leader_start;
 	sigset_t old_mask;
 	pid_t pid, keeper;
 	ssize_t n;
-	char byte;
 
 	own_tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
 	/*
 	 * fds: the child's exec error back to us. go: the child waits on it until
 	 * the lease record names the job, so that the job never sees a record
-	 * that still names visdev (a nested visdev would not know its own lease).
+	 * that still names visdev (a nested visdev would not know its own lease),
+	 * and reads VISDEV_LEASE from it. A socket: a child gone is no SIGPIPE.
 	 */
 	if (pipe2(fds, O_CLOEXEC) < 0) {
 		cli_error("cannot start '%s': %s", argv[0], strerror(errno));
 		return EXIT_FAIL;
 	}
-	if (pipe2(go, O_CLOEXEC) < 0) {
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) < 0) {
 		cli_error("cannot start '%s': %s", argv[0], strerror(errno));
 		close_pair(fds);
 		return EXIT_FAIL;
@@ -395,8 +436,7 @@ static int run_job(struct vd_lease *lease, const char *program, char **argv, cha
 			if (sigaction(forwarded[i], NULL, &cur) == 0 && cur.sa_handler == forward)
 				sigaction(forwarded[i], &dfl, NULL);
 		}
-		while (read(go[0], &byte, 1) < 0 && errno == EINTR)
-			; /* end of file once the record names the job */
+		receive_lease_env(go[0]); /* up to end of file, once the record names the job */
 		sigprocmask(SIG_SETMASK, &old_mask, NULL);
 		if (vd_lease_inherit(lease) == 0)
 			exec_program(program, argv, sh_argv);
@@ -412,6 +452,7 @@ static int run_job(struct vd_lease *lease, const char *program, char **argv, cha
 	if (own_tty)
 		give_terminal(pid);
 	err = vd_lease_set_job(lease, pid, pid);
+	send_lease_env(go[1], lease, sys);
 	leader_start = start_time(pid);
 	keeper = start_keeper(lease, pid, leader_start, (int[2]){ fds[0], go[1] });
 	close(go[1]); /* the job may start, before any note (a background write may stop us) */
@@ -789,7 +830,7 @@ int cmd_run(int argc, char **argv)
 		cli_error(
 			"run has no output of its own for --json: to see the choice as JSON, use "
 			"'visdev pick --json'; to see the lease while the job runs, 'visdev leases "
-			"--json'; inside the job, VISDEV_LEASE names its lease record");
+			"--json'; inside the job, VISDEV_LEASE is its lease as JSON");
 		rc = EXIT_USAGE;
 		goto out;
 	}
@@ -846,7 +887,7 @@ int cmd_run(int argc, char **argv)
 	}
 	if (!value || setenv("CUDA_VISIBLE_DEVICES", value, 1) ||
 	    setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1) ||
-	    (lease && setenv("VISDEV_LEASE", vd_lease_record(lease), 1))) {
+	    (lease && putenv(strcpy(lease_env, LEASE_ENV)))) {
 		cli_error("out of memory");
 		rc = EXIT_FAIL;
 		goto out;
@@ -855,7 +896,7 @@ int cmd_run(int argc, char **argv)
 		unsetenv("VISDEV_LEASE");
 	sh_argv = shell_args(program, argv + optind);
 	if (lease) {
-		rc = run_job(lease, program, argv + optind, sh_argv);
+		rc = run_job(lease, sys, program, argv + optind, sh_argv);
 	} else {
 		exec_program(program, argv + optind, sh_argv);
 		cli_error("cannot run '%s': %s", argv[optind], strerror(errno));

@@ -979,9 +979,14 @@ const struct vd_device_ref *vd_lease_devices(const struct vd_lease *lease, size_
 	return lease->devices;
 }
 
-const char *vd_lease_record(const struct vd_lease *lease)
+void vd_lease_holder(const struct vd_lease *lease, struct vd_lease_holder *out)
 {
-	return lease->record_path;
+	struct vd_leases one = { 0 };
+
+	memset(out, 0, sizeof(*out));
+	if (holders_from_record(&one, lease->record) == 0 && one.n)
+		*out = one.holders[0];
+	free(one.holders);
 }
 
 int vd_lease_set_job(struct vd_lease *lease, int32_t pid, int32_t pgid)

@@ -29,9 +29,27 @@ leases_name_jobs() {
 }
 
 @test "run sets the variables for the command and returns its status" {
-	run four run -- sh -c 'echo "$CUDA_VISIBLE_DEVICES $CUDA_DEVICE_ORDER $VISDEV_LEASE"; exit 7'
+	run four run -- sh -c 'echo "$CUDA_VISIBLE_DEVICES $CUDA_DEVICE_ORDER"; exit 7'
 	assert_status 7
-	[[ "$output" == "0 PCI_BUS_ID $VISDEV_LEASE_DIR/lease."*".json" ]]
+	[ "$output" = "0 PCI_BUS_ID" ]
+}
+
+@test "VISDEV_LEASE is one JSON object: the job's lease as visdev leases shows it" {
+	run four run -n 2 -- sh -c 'printf "%s" "$VISDEV_LEASE" > lease.json; echo $$ > job.pid; \
+		"$0" --fixture "$1" --json leases > leases.json' "$VISDEV" "$FIXTURES/four.json"
+	assert_status 0
+	[ "$(jq -c 'keys' lease.json)" = \
+		'["command","devices","lease_dir","mem_mib","mode","pgid","pid","since","user"]' ]
+	[ "$(jq .pid lease.json)" = "$(cat job.pid)" ]
+	[ "$(jq .pgid lease.json)" = "$(cat job.pid)" ]
+	[ "$(jq -r .lease_dir lease.json)" = "$VISDEV_LEASE_DIR" ]
+	[ "$(jq -c '[.devices[] | {index, uuid}]' lease.json)" = \
+		"$(jq -c '[.leases[] | {index, uuid}]' leases.json)" ]
+	[ "$(jq -c '.leases[0] | del(.index, .uuid)' leases.json)" = \
+		"$(jq -c 'del(.devices, .lease_dir)' lease.json)" ]
+	[[ "$(jq -r .since lease.json)" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}[+-][0-9]{2}:[0-9]{2}$ ]]
+	run four run --mem 3G -- sh -c 'printf "%s" "$VISDEV_LEASE" | jq -c "[.mode, .mem_mib]"'
+	[ "$output" = '["shared",3072]' ]
 }
 
 @test "run's status: 127 not found, 126 not executable, 128+N for a signal" {
@@ -493,7 +511,8 @@ PY
 @test "the job starts only once its lease record names it" {
 	# a race, not a certainty: each of the forty starts is a chance to lose it
 	for _ in $(seq 40); do
-		run one run -- sh -c 'tail -n 1 "$VISDEV_LEASE" | grep -q "\"pid\":$$,\"pgid\":$$,"'
+		run one run -- sh -c '"$0" --fixture "$1" --json leases |
+			jq -e ".leases[0] | .pid == $$ and .pgid == $$"' "$VISDEV" "$FIXTURES/one.json"
 		assert_status 0
 	done
 }
