@@ -162,7 +162,8 @@ struct cli_select {
 	"  --model PATTERN    only GPUs whose name matches anywhere (A100, 'H100*HBM3')\n" \
 	"  --exclude LIST     never these GPUs (indices, e.g. 0,3)\n"                      \
 	"  --policy POLICY    most-free (default), least-used, or pack\n"                  \
-	"  --mem SIZE         share a GPU: reserve SIZE of its memory, not the whole GPU\n" \
+	"  --mem SIZE         share a GPU: reserve SIZE of its memory, not the whole GPU;\n" \
+	"                     GPUs already shared are filled before a new one is opened\n" \
 	"  --format FORM      write the value as index (with CUDA_DEVICE_ORDER=PCI_BUS_ID)\n" \
 	"                     or uuid; default index, uuid under a parent restriction or MIG\n" \
 	"  --or-cpu           when no GPU fits, fall back to the CPU (an empty value), exit 0\n"

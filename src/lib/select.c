@@ -33,6 +33,13 @@
  *   lease on this unit). Where the process list is unknown it does not
  *   block. NVML lists processes per GPU, not per MIG instance, so a MIG
  *   unit is busy only through its leases and its memory;
+ * - exclusive requests only: a unit no lease holds has no more than
+ *   UNEXPLAINED_MIB of memory in use that the processes NVML lists do not
+ *   account for. Such memory is someone's job that NVML does not show (in
+ *   a container, or where NVML lists only the caller's processes), or a
+ *   job that started outside visdev a moment ago; it is busy, whatever the
+ *   process list says. A MIG unit's memory is its own, and NVML lists no
+ *   process per MIG unit: all of its used memory is unexplained;
  * - with max_util set, its utilisation is known and at most max_util. A
  *   MIG unit has its GPU's utilisation (mostly unknown: NVML does not
  *   report it in MIG mode), so max_util mostly rules MIG units out;
@@ -42,11 +49,17 @@
  *   used) less what shared leases on the unit reserved but have not
  *   allocated yet.
  *
- * Order. Fitting units are ranked by the policy: most-free (effective free
+ * Order. Units at work (with a process visdev did not start, or memory in
+ * use that nothing explains, as above; only shared requests can be given
+ * them) come after every idle one, whatever their links. Then, for a
+ * shared request, units already shared by a lease come before units no
+ * lease holds, so that small jobs fill shared GPUs and whole GPUs stay
+ * free for whole-GPU jobs. Then fitting units are ranked by the policy: most-free (effective free
  * memory, most first, unknown last), least-used (utilisation, lowest first,
  * unknown last; then as most-free), pack (effective free memory, least
  * first, unknown last). Ties go to the lower GPU index, then the lower MIG
- * index. For n > 1 the set is chosen by, in turn: its worst link between
+ * index. For n > 1 the set is chosen by, in turn: how many members are at
+ * work, for a shared request how many are not yet shared, its worst link between
  * two members (links from the snapshot; two MIG instances of one GPU are
  * nvlink-near; a pair without a link entry is sys), the policy's key
  * summed over the set (unknowns counted first, as above), and the members'
@@ -75,6 +88,7 @@
  *   GPU 3: holder unknown: locked without a lease record
  *   GPU 3: lock file '/dev/shm/visdev-leases/GPU-....lock' is a directory: ...
  *   GPU 0: busy with 1 process visdev did not start (pid 31842 python)
+ *   GPU 1: busy: 9.8 GiB in use that no lease and no process NVML lists explains (100% utilised)
  *   GPU 2: 97% utilised, at most 50% asked
  *   GPU 4: utilisation unknown, at most 50% asked
  *   GPU 1: 3.2 GiB free, 8.0 GiB asked (4.0 GiB reserved by leases not yet in use)
@@ -96,7 +110,8 @@
 #include "internal.h"
 
 #define SUBSET_LIMIT	200000 /* subsets weighed one by one, at most */
-#define KEY_LEN		5
+#define KEY_LEN		7
+#define UNEXPLAINED_MIB 1024 /* in use without a process or lease: a context, not a job */
 #define NAMED_PROCESSES 2
 
 /* Why a unit does not fit; the order is the order of the checks. */
@@ -110,6 +125,7 @@ enum problem {
 	MODEL,
 	LEASED,
 	BUSY,
+	UNEXPLAINED,
 	UTIL,
 	UTIL_UNKNOWN,
 	MEMORY,
@@ -128,6 +144,7 @@ struct unit {
 	size_t nholders;		      /* live leases on the unit */
 	const struct vd_lease_holder *holder; /* the one to name: exclusive first */
 	size_t nforeign;		      /* processes no lease of this unit accounts for */
+	int64_t unexplained_mib;	      /* used, by nothing a lease or NVML names */
 	const struct vd_process *foreign[NAMED_PROCESSES];
 };
 
@@ -259,6 +276,30 @@ static void read_processes(struct unit *u, const struct vd_leases *leases)
 	}
 }
 
+/*
+ * The memory in use on a unit no lease holds that the processes NVML lists
+ * do not account for; 0 when leased or unknown.
+ */
+static int64_t unexplained_mib(const struct unit *u)
+{
+	const struct vd_gpu *gpu = u->gpu;
+	uint64_t used, listed = 0;
+
+	if (u->nholders || u->mig || !(gpu->fields & VD_GPU_MEMORY))
+		return 0;
+	used = gpu->memory_used_mib;
+	for (size_t i = 0; (gpu->fields & VD_GPU_PROCESSES) && i < gpu->nprocesses; i++)
+		if (gpu->processes[i].used_known)
+			listed += gpu->processes[i].used_mib;
+	return used > listed ? (int64_t)(used - listed) : 0;
+}
+
+/* Whether a unit is at work with what visdev did not start. */
+static int at_work(const struct unit *u)
+{
+	return u->nforeign > 0 || u->unexplained_mib > UNEXPLAINED_MIB;
+}
+
 /* The memory a request needs on each unit, 0 for none. */
 static uint64_t needed_mib(const struct vd_select_options *opts)
 {
@@ -290,6 +331,7 @@ static void weigh(struct unit *u, const struct vd_system *sys, const struct vd_l
 
 	read_leases(u, leases);
 	read_processes(u, leases);
+	u->unexplained_mib = unexplained_mib(u);
 	u->util = (u->gpu->fields & VD_GPU_UTILIZATION) ? (int)u->gpu->utilization_gpu : -1;
 	nvml_free = vd_device_memory_free_mib(sys, u->ref);
 	if (nvml_free < 0)
@@ -313,6 +355,8 @@ static void weigh(struct unit *u, const struct vd_system *sys, const struct vd_l
 		u->problem = LEASED;
 	else if (!shared && u->nforeign)
 		u->problem = BUSY;
+	else if (!shared && u->unexplained_mib > UNEXPLAINED_MIB)
+		u->problem = UNEXPLAINED;
 	else if (opts->max_util >= 0 && u->util < 0)
 		u->problem = UTIL_UNKNOWN;
 	else if (opts->max_util >= 0 && u->util > opts->max_util)
@@ -406,6 +450,7 @@ static int add_reason(struct vd_choice *choice, const struct unit *u,
 {
 	char label[VD_PROFILE_MAX + 64], why[512];
 	uint64_t need = needed_mib(opts);
+	size_t len;
 
 	unit_label(label, sizeof(label), u);
 	switch (u->problem) {
@@ -432,6 +477,14 @@ static int add_reason(struct vd_choice *choice, const struct unit *u,
 		break;
 	case BUSY:
 		describe_busy(why, sizeof(why), u);
+		break;
+	case UNEXPLAINED:
+		len = (size_t)snprintf(why, sizeof(why),
+				       "busy: %.1f GiB in use that no lease and no process NVML "
+				       "lists explains",
+				       gib((uint64_t)u->unexplained_mib));
+		if (u->util >= 0)
+			snprintf(why + len, sizeof(why) - len, " (%d%% utilised)", u->util);
 		break;
 	case UTIL:
 		snprintf(why, sizeof(why), "%d%% utilised, at most %d%% asked", u->util,
@@ -496,12 +549,14 @@ static int link_table(struct search *s)
 }
 
 /*
- * The key of a set (lower is better): its worst link, then the policy's
+ * The key of a set (lower is better): its members at work, for a shared
+ * request its members not yet shared, its worst link, then the policy's
  * sums, unknowns counted first.
  */
 static void set_key(int64_t key[KEY_LEN], const struct search *s, const size_t *members, size_t n)
 {
 	int64_t worst = VD_LINK_NVLINK, nomem = 0, noutil = 0, free_sum = 0, util_sum = 0;
+	int64_t working = 0, fresh = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		const struct unit *u = &s->units[members[i]];
@@ -512,6 +567,8 @@ static void set_key(int64_t key[KEY_LEN], const struct search *s, const size_t *
 			if (level > worst)
 				worst = level;
 		}
+		working += at_work(u);
+		fresh += s->opts->mem_mib > 0 && u->nholders == 0;
 		if (u->free_mib < 0)
 			nomem++;
 		else
@@ -522,22 +579,24 @@ static void set_key(int64_t key[KEY_LEN], const struct search *s, const size_t *
 			util_sum += u->util;
 	}
 	memset(key, 0, KEY_LEN * sizeof(*key));
-	key[0] = worst;
+	key[0] = working;
+	key[1] = fresh;
+	key[2] = worst;
 	switch (s->opts->policy) {
 	case VD_POLICY_LEAST_USED:
-		key[1] = noutil;
-		key[2] = util_sum;
-		key[3] = nomem;
-		key[4] = -free_sum;
+		key[3] = noutil;
+		key[4] = util_sum;
+		key[5] = nomem;
+		key[6] = -free_sum;
 		break;
 	case VD_POLICY_PACK:
-		key[1] = nomem;
-		key[2] = free_sum;
+		key[3] = nomem;
+		key[4] = free_sum;
 		break;
 	case VD_POLICY_MOST_FREE:
 	default:
-		key[1] = nomem;
-		key[2] = -free_sum;
+		key[3] = nomem;
+		key[4] = -free_sum;
 		break;
 	}
 }

@@ -234,3 +234,13 @@ load helper
 	run "$VISDEV" run -- true
 	assert_status 3
 }
+
+@test "memory in use that no lease and no listed process explains is busy: never chosen" {
+	# GPU 3 of mixed.json: 10 of 10 GiB used, 100% utilised, its processes unknown
+	run "$VISDEV" --fixture "$FIXTURES/mixed.json" pick -n 2 --json
+	assert_status 0
+	[ "$(jq -c '[.devices[].index]' <<<"$output")" = "[0,2]" ]
+	run "$VISDEV" --fixture "$FIXTURES/mixed.json" pick -n 3
+	assert_status 3
+	assert_output_has "GPU 3: busy: 10.0 GiB in use that no lease and no process NVML lists explains (100% utilised)"
+}

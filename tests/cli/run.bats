@@ -594,3 +594,17 @@ PY
 	run one run -- true
 	assert_status 0
 }
+
+@test "two --mem jobs share one GPU, leaving the others whole for whole-GPU jobs" {
+	four run --mem 10G -- sleep 30 &
+	wait_leases 1
+	run four run --mem 10G -- sh -c 'printf "%s" "$VISDEV_LEASE" | jq -c "[.devices[].index]"'
+	assert_status 0
+	[ "$(four leases --json | jq -c '[.leases[].index]')" = "[0]" ]
+	[ "$output" = "[0]" ]
+	run four run -n 3 -- sh -c 'printf "%s" "$VISDEV_LEASE" | jq -c "[.devices[].index] | sort"'
+	assert_status 0
+	[ "$output" = "[1,2,3]" ]
+	kill %1
+	wait
+}

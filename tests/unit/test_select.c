@@ -550,8 +550,13 @@ static void test_busy_words(void **state)
 		vd_choice_free(c);
 		c = NULL;
 	}
-	/* a process list that is unknown does not block */
+	/* a process list that is unknown: the memory in use is what tells */
 	gpu->fields &= ~(unsigned)VD_GPU_PROCESSES;
+	assert_int_equal(vd_select(&c, sys, NULL, NULL, &opts), VD_ENOFIT);
+	assert_string_equal(c->reasons[3], "GPU 3: busy: 2.0 GiB in use that no lease and no "
+					   "process NVML lists explains (0% utilised)");
+	vd_choice_free(c);
+	gpu->memory_used_mib = 1024; /* a context, not a job */
 	assert_int_equal(vd_select(&c, sys, NULL, NULL, &opts), 0);
 	assert_int_equal(c->ndevices, 1);
 	assert_int_equal(c->devices[0].gpu, 3);
