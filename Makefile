@@ -148,6 +148,9 @@ demo: deps-demo
 	@echo "# the same value in CUDA's default order (CUDA_DEVICE_ORDER unset): other GPUs"
 	@echo '$$ visdev --demo map 2,1'
 	@$(PROGRAM) --demo map 2,1
+	@echo
+	@echo '# the program is $(PROGRAM); to call it visdev, as the README does:'
+	@echo '#   make install PREFIX=$$HOME/.local && export PATH=$$HOME/.local/bin:$$PATH'
 
 check: deps-check
 	@$(MAKE) --no-print-directory test

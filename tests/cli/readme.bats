@@ -1,0 +1,41 @@
+#!/usr/bin/env bats
+# The README as a new user follows it: installed on PATH, the tour's first command as written.
+
+load helper
+
+REPO=$BATS_TEST_DIRNAME/../..
+
+# The console block of the README whose command is $1: its output, as the README shows it.
+readme_output() {
+	awk -v cmd="\$ $1" '
+		$0 == "```console" { inblock = 1; next }
+		inblock && $0 == cmd { found = 1; next }
+		$0 == "```" { if (found) exit; inblock = 0 }
+		found { print }' "$REPO/README.md"
+}
+
+@test "make install PREFIX=DIR puts visdev on PATH, and the tour's first command runs as written" {
+	run make -s -C "$REPO" install PREFIX="$BATS_TEST_TMPDIR/prefix" BUILD="$(dirname "$VISDEV")"
+	assert_status 0
+	[ -x "$BATS_TEST_TMPDIR/prefix/bin/visdev" ]
+	[ -f "$BATS_TEST_TMPDIR/prefix/share/man/man1/visdev.1" ]
+	first=$(awk '/^## A short tour/ { tour = 1 } tour && /^\$ visdev/ { sub(/^\$ /, ""); print; exit }' \
+		"$REPO/README.md")
+	[ "$first" = "visdev --demo list" ]
+	want=$(readme_output "$first")
+	[ -n "$want" ]
+	# a clean login: the installed program, nothing of the build
+	run env -i HOME="$HOME" PATH="$BATS_TEST_TMPDIR/prefix/bin:/usr/bin:/bin" sh -c "$first"
+	assert_status 0
+	if [ "$output" != "$want" ]; then
+		diff <(printf '%s\n' "$want") <(printf '%s\n' "$output") >&2
+		return 1
+	fi
+}
+
+@test "make demo says where the program is and how to put it on PATH" {
+	run make -s -C "$REPO" demo BUILD="$(dirname "$VISDEV")"
+	assert_status 0
+	assert_output_has "# the program is $(dirname "$VISDEV")/visdev; to call it visdev"
+	assert_output_has 'make install PREFIX=$HOME/.local && export PATH=$HOME/.local/bin:$PATH'
+}
