@@ -97,6 +97,8 @@
  * name is "uid N"; " since" is left out when the start is unknown. Up to
  * two processes are named ("pid 1 python, pid 2 and 3 more"). When no set
  * fits but some units do, a last line counts them: "2 GPUs fit, 3 wanted"
+ * (the error says the same: "too few fit: 2 GPUs fit, 3 wanted"; none
+ * fitting is "no GPU fits: 3 wanted")
  * ("devices" where MIG units are among them), with ": a process can use
  * only one MIG device ..." when the MIG rule is what failed. On success
  * the reasons are filled the same way, without that last line.
@@ -920,9 +922,11 @@ int vd_select(struct vd_choice **out, const struct vd_system *sys, const struct 
 	if (!found) {
 		if (k && (err = add_shortfall(choice, &s, fit, k, n)))
 			goto out;
-		err = error_set(VD_ENOFIT, "no GPU fits: %zu wanted, %zu fit%s%s", n, k,
-				k == 1 ? "s" : "",
-				k >= n ? ", but CUDA would not use them all at once" : "");
+		if (!k)
+			err = error_set(VD_ENOFIT, "no GPU fits: %zu wanted", n);
+		else /* the words of the last reason line */
+			err = error_set(VD_ENOFIT, "too few fit%s: %s", k >= n ? " together" : "",
+					choice->reasons[choice->nreasons - 1]);
 		*out = choice;
 		choice = NULL;
 		goto out;
