@@ -547,10 +547,48 @@ int cli_child_value(char **out, const struct vd_system *sys, const struct vd_res
 	return EXIT_OK;
 }
 
+/* What a reason line says of a whole GPU ("GPU 3: excluded" -> "excluded"), else NULL. */
+static const char *whole_gpu_reason(const char *line, unsigned *gpu)
+{
+	int end = 0;
+
+	if (sscanf(line, "GPU %u: %n", gpu, &end) < 1 || !end)
+		return NULL;
+	return line + end;
+}
+
 void cli_print_reasons(const struct vd_choice *choice)
 {
-	for (size_t i = 0; choice && i < choice->nreasons; i++)
-		cli_fprintf(stderr, "  %s\n", choice->reasons[i]);
+	size_t n = choice ? choice->nreasons : 0;
+	unsigned char *told = calloc(n ? n : 1, 1);
+
+	for (size_t i = 0; i < n; i++) {
+		char gpus[512] = "";
+		size_t len = 0, same = 0;
+		unsigned gpu = 0;
+		const char *why = told ? whole_gpu_reason(choice->reasons[i], &gpu) : NULL;
+
+		if (told && told[i])
+			continue;
+		/* the GPUs that all say the same thing, on one line */
+		if (why)
+			len = (size_t)snprintf(gpus, sizeof(gpus), "%u", gpu);
+		for (size_t j = i + 1; why && j < n; j++) {
+			const char *other = whole_gpu_reason(choice->reasons[j], &gpu);
+
+			if (other && !strcmp(other, why) && len + 16 < sizeof(gpus)) {
+				len += (size_t)snprintf(gpus + len, sizeof(gpus) - len, ", %u",
+							gpu);
+				told[j] = 1;
+				same++;
+			}
+		}
+		if (same)
+			cli_fprintf(stderr, "  GPUs %s: %s\n", gpus, why);
+		else
+			cli_fprintf(stderr, "  %s\n", choice->reasons[i]);
+	}
+	free(told);
 }
 
 void cli_format_time(char *buf, size_t n, int64_t t)

@@ -198,7 +198,10 @@ int cli_child_value(char **out, const struct vd_system *sys, const struct vd_res
  */
 int cli_note_own_leases(const struct vd_system *sys);
 
-/* Prints the reasons no GPU fitted, one "  GPU 3: ..." line each, to stderr. */
+/*
+ * Prints the reasons no GPU fitted, one "  GPU 3: ..." line each, to stderr;
+ * whole GPUs that all say the same are one line: "  GPUs 0, 1, 5: excluded".
+ */
 void cli_print_reasons(const struct vd_choice *choice);
 
 /*

@@ -256,8 +256,13 @@ static void print_mapping(const struct vd_system *sys, const struct vd_resolutio
 	const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
 	const char *order = getenv("CUDA_DEVICE_ORDER");
 
-	cli_printf("\n");
-	if (!cvd && !system_has_mig(sys))
+	if (sys->ngpus)
+		cli_printf("\n");
+	if (!cvd && !sys->ngpus)
+		cli_printf("CUDA_VISIBLE_DEVICES is unset, and there is no GPU for CUDA to see");
+	else if (!cvd && sys->ngpus == 1 && !system_has_mig(sys))
+		cli_printf("CUDA_VISIBLE_DEVICES is unset: CUDA sees the one GPU");
+	else if (!cvd && !system_has_mig(sys))
 		cli_printf("CUDA_VISIBLE_DEVICES is unset: CUDA sees all %zu GPUs", sys->ngpus);
 	else if (!cvd)
 		cli_printf("CUDA_VISIBLE_DEVICES is unset: CUDA sees %zu of %zu devices",
@@ -268,9 +273,13 @@ static void print_mapping(const struct vd_system *sys, const struct vd_resolutio
 	else
 		cli_printf("CUDA_VISIBLE_DEVICES=%s: CUDA sees %zu of %zu GPUs", cvd, res->ndevices,
 			   sys->ngpus);
-	cli_printf(", numbered %s (CUDA_DEVICE_ORDER %s%s)\n",
+	if (!sys->ngpus) {
+		cli_printf("\n");
+		return;
+	}
+	cli_printf(", numbered %s (CUDA_DEVICE_ORDER%s%s)\n",
 		   res->order == VD_ORDER_PCI ? "in PCI bus order, as above" : "fastest first",
-		   order ? "=" : "unset", order ? order : "");
+		   order ? "=" : " unset", order ? order : "");
 	if (res->ndropped || (cvd && (res->stop || res->duplicate)))
 		cli_printf("'visdev map' explains how CUDA reads the value\n");
 }
@@ -305,7 +314,10 @@ int cmd_list(int argc, char **argv)
 		rc = print_json(sys, res, leases, line);
 		goto out;
 	}
-	print_table(sys, res, leases);
+	if (sys->ngpus)
+		print_table(sys, res, leases);
+	else
+		cli_printf("no GPU found\n");
 	cli_print_line(line, sys);
 	print_mapping(sys, res);
 	cli_print_notes(res->warnings, res->nwarnings);

@@ -244,9 +244,17 @@ static int lock_open(int *out, int dfd, const char *dir, const char *name)
 					 "lock file '%s/%s' is not a regular file: refusing it; "
 					 "'%s' or an administrator should remove it",
 					 dir, name, owner);
+		if (!known && (e == EACCES || e == EROFS))
+			/* nothing there to fix: the directory refuses a new file */
+			return error_set(
+				VD_EPERM,
+				"cannot create files in the lease directory '%s': %s; it "
+				"must be writable by every user of visdev (an administrator: "
+				"'chmod 1777 %s'), or set VISDEV_LEASE_DIR to one that is",
+				dir, strerror(e), dir);
 		return error_set(e == EACCES ? VD_EPERM : VD_EIO,
 				 "cannot open lock file '%s/%s': %s; '%s' or an administrator "
-				 "should make it readable by all ('chmod 644')",
+				 "should make it readable by all (chmod 644 on it)",
 				 dir, name, strerror(e), owner);
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {

@@ -216,3 +216,14 @@ load helper
 	got=$(MOCK_CUDA_FAIL=1 mock "$FIXTURES/eight.json" list --json | jq -c '[.gpus[].cuda_rank] | unique')
 	[ "$got" = "[null]" ]
 }
+
+@test "the footer counts in words: no GPU, the one GPU, and CUDA_DEVICE_ORDER=VALUE joined" {
+	run "$VISDEV" --fixture "$FIXTURES/none.json" list
+	assert_status 0
+	[ "$output" = $'no GPU found\nCUDA_VISIBLE_DEVICES is unset, and there is no GPU for CUDA to see' ]
+	run "$VISDEV" --fixture "$FIXTURES/one.json" list
+	assert_output_has "CUDA_VISIBLE_DEVICES is unset: CUDA sees the one GPU, numbered fastest first (CUDA_DEVICE_ORDER unset)"
+	CUDA_DEVICE_ORDER=PCI_BUS_ID run "$VISDEV" --demo list
+	assert_output_has "numbered in PCI bus order, as above (CUDA_DEVICE_ORDER=PCI_BUS_ID)"
+	[[ "$output" != *"CUDA_DEVICE_ORDER ="* ]]
+}

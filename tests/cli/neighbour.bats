@@ -62,7 +62,7 @@ G0=GPU-3c1a7e90-4b1e-4c7a-9d2f-6e8a1b3c5d70 # eight.json's GPU 0
 	(as_user visdev-bob sh -c "umask 777; : > '$VISDEV_LEASE_DIR/$G0.lock'")
 	run as_user visdev-alice "$VISDEV" --fixture eight.json run --exclude 1,2,3,4,5,6,7 -- true
 	assert_status 3
-	assert_output_has "$G0.lock': Permission denied; 'visdev-bob' or an administrator should make it readable by all ('chmod 644')"
+	assert_output_has "$G0.lock': Permission denied; 'visdev-bob' or an administrator should make it readable by all (chmod 644 on it)"
 	run as_user visdev-alice "$VISDEV" --fixture eight.json run -- sh -c 'echo "[$CUDA_VISIBLE_DEVICES]"'
 	assert_status 0
 	[[ "$output" == "["[1-7]"]"* ]]
@@ -189,4 +189,13 @@ G0=GPU-3c1a7e90-4b1e-4c7a-9d2f-6e8a1b3c5d70 # eight.json's GPU 0
 	ASAN_OPTIONS=verify_asan_link_order=0 REPLACE_LOCK_NAME=$G.lock REPLACE_LOCK_TIMES=99 LD_PRELOAD=$SHIM_DIR/replace-lock.so run one run -- true
 	assert_status 3
 	assert_output_has "$G.lock' was removed or replaced each time visdev locked it"
+}
+
+@test "a lease directory the user cannot write is named as the problem, with its fix" {
+	two_users
+	install -d -m 755 "$SHARED/closed"
+	VISDEV_LEASE_DIR=$SHARED/closed run as_user visdev-alice "$VISDEV" --fixture eight.json run -- true
+	assert_status 1
+	assert_output_has "cannot create files in the lease directory '$SHARED/closed': Permission denied; it must be writable by every user of visdev (an administrator: 'chmod 1777 $SHARED/closed')"
+	[[ "$output" != *".alloc.lock"* ]]
 }

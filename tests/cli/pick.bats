@@ -244,3 +244,12 @@ load helper
 	assert_status 3
 	assert_output_has "GPU 3: busy: 10.0 GiB in use that no lease and no process NVML lists explains (100% utilised)"
 }
+
+@test "reasons that say the same of several GPUs are one line" {
+	CUDA_VISIBLE_DEVICES=0 run "$VISDEV" --fixture "$FIXTURES/eight.json" pick -n 2 --exclude 0
+	assert_status 3
+	[ "$(grep -c "hidden by CUDA_VISIBLE_DEVICES" <<<"$output")" -eq 1 ]
+	assert_output_has "  GPUs 1, 2, 3, 4, 5, 6, 7: hidden by CUDA_VISIBLE_DEVICES"
+	run "$VISDEV" --fixture "$FIXTURES/eight.json" pick -n 8 --exclude 2,5
+	assert_output_has "  GPUs 2, 5: excluded"
+}
