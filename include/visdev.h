@@ -92,6 +92,7 @@ struct vd_process {
 	int used_known; /* used_mib is known */
 	uint64_t used_mib;
 	char name[VD_PROCNAME_MAX]; /* "" when unknown */
+	char user[32];		    /* its owner: "alice", "uid 1234" without a name; "" unknown */
 };
 
 /* A MIG instance of a GPU in MIG mode. */
@@ -561,11 +562,22 @@ struct vd_select_options {
 /* The defaults: one device, no limits, most-free, exclusive. */
 VD_API void vd_select_options_init(struct vd_select_options *opts);
 
+/* The request as a whole, in place of a GPU index (struct vd_reason). */
+#define VD_NO_GPU ((unsigned)-1)
+
+/* What a reason line is about, for programs: the device and a stable code. */
+struct vd_reason {
+	struct vd_device_ref device; /* gpu VD_NO_GPU: the request as a whole */
+	const char *code;	     /* "hidden", "leased", ... (docs/json.md); static */
+};
+
 struct vd_choice {
 	struct vd_device_ref *devices; /* chosen, best first; ndevices == n on success */
 	size_t ndevices;
-	char **reasons; /* one line per device not chosen that could not be:
-			   "GPU 3: leased by alice (pid 4242, python train.py) since 10:02" */
+	char **reasons;	       /* one line per device not chosen that could not be: "GPU 3:
+				  leased by alice (pid 4242, python train.py) since
+				  2026-12-06T10:02:00+01:00" */
+	struct vd_reason *why; /* why[i]: what reasons[i] is about, and its code */
 	size_t nreasons;
 	int never;		/* with VD_ENOFIT: no end of a lease or change of load can make
 				   it fit (too few devices of the model, too little memory in all),
@@ -592,6 +604,41 @@ VD_API int vd_select(struct vd_choice **out, const struct vd_system *sys,
 		     const struct vd_leases *leases, const struct vd_resolution *parent,
 		     const struct vd_select_options *opts);
 VD_API void vd_choice_free(struct vd_choice *choice);
+
+/*
+ * The state of one device, as a person asking for a GPU sees it: what a new
+ * request could have of it now. The same judgement as vd_select()'s.
+ */
+enum vd_state {
+	VD_STATE_FREE = 0, /* no lease, nothing at work on it: any request may have it */
+	VD_STATE_SHARED,   /* shared leases only: free_mib more may still be reserved */
+	VD_STATE_LEASED,   /* an exclusive lease, or a lock whose holder is unknown */
+	VD_STATE_HELD,	   /* held for a request waiting in line */
+	VD_STATE_BUSY,	   /* no lease, but processes visdev did not start, or memory in
+			      use that nothing explains: someone's job */
+	VD_STATE_LOST,	   /* fell off the bus: never chosen */
+	VD_STATE_MIG,	   /* a GPU in MIG mode, seen whole: its MIG devices have states */
+};
+
+/* "free", "shared", "leased", "held", "busy", "lost", "mig"; NULL out of range. */
+VD_API const char *vd_state_name(enum vd_state state);
+
+struct vd_device_status {
+	enum vd_state state;
+	int64_t free_mib;	 /* effective free memory: what NVML reports free less what
+				    shared leases reserved and do not use yet; -1 unknown */
+	size_t nleases;		 /* live leases (and holds) on the device */
+	size_t nforeign;	 /* processes on it that no lease on it accounts for */
+	int64_t unexplained_mib; /* with no lease: memory in use that no listed process
+				    explains (busy beyond 1 GiB); else 0 */
+};
+
+/*
+ * The state of device d of sys given the live leases (which may include
+ * vd_line_holds()'s holds). Pure. Errors: VD_EINVAL for a device not in sys.
+ */
+VD_API int vd_device_status(struct vd_device_status *out, const struct vd_system *sys,
+			    const struct vd_leases *leases, struct vd_device_ref d);
 
 /* ---- Waiting in line: first come, first served (line.c) --------------- */
 
@@ -705,6 +752,13 @@ VD_API void vd_waiter_free(struct vd_waiter *waiter);
  * processes that must go into JSON.
  */
 VD_API size_t vd_utf8_copy(char *dst, const char *src, size_t n);
+
+/*
+ * Writes the time t (seconds since the epoch) into buf (of size n) as ISO
+ * 8601 local time with the offset, "2026-12-06T10:02:00+01:00"; "unknown"
+ * for t <= 0. 26 bytes are always enough.
+ */
+VD_API void vd_format_time(char *buf, size_t n, int64_t t);
 
 /* Frees an array of n strings returned by the library. */
 VD_API void vd_strings_free(char **strings, size_t n);

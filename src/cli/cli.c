@@ -591,27 +591,11 @@ void cli_print_reasons(const struct vd_choice *choice)
 	free(told);
 }
 
-void cli_format_time(char *buf, size_t n, int64_t t)
-{
-	time_t tt = (time_t)t;
-	struct tm tm;
-	size_t len;
-
-	if (t <= 0)
-		snprintf(buf, n, "unknown");
-	else if (!localtime_r(&tt, &tm) || !(len = strftime(buf, n, "%Y-%m-%dT%H:%M:%S%z", &tm)))
-		snprintf(buf, n, "%lld", (long long)t);
-	else if (len + 1 < n) { /* ISO 8601's extended form: +01:00, where strftime gives +0100 */
-		memmove(buf + len - 1, buf + len - 2, 3);
-		buf[len - 2] = ':';
-	}
-}
-
 json_t *cli_json_lease(const struct vd_lease_holder *h)
 {
 	char since[32];
 
-	cli_format_time(since, sizeof(since), h->since);
+	vd_format_time(since, sizeof(since), h->since);
 	return json_pack("{s:o, s:I, s:I, s:o, s:s, s:s, s:o}", "user", cli_json_str(h->user),
 			 "pid", (json_int_t)h->pid, "pgid", (json_int_t)h->pgid, "command",
 			 cli_json_str(h->command), "since", since, "mode",
@@ -663,7 +647,7 @@ json_t *cli_json_line(const struct vd_line *line, const struct vd_system *sys)
 
 		for (size_t k = 0; sys && k < w->nholds; k++)
 			json_array_append_new(holds, cli_json_device(sys, w->holds[k]));
-		cli_format_time(since, sizeof(since), w->since);
+		vd_format_time(since, sizeof(since), w->since);
 		json_array_append_new(
 			a,
 			json_pack("{s:I, s:o, s:I, s:I, s:s, s:I, s:o, s:o, s:o, s:o, s:s, s:o, "
@@ -710,7 +694,7 @@ void cli_print_line(const struct vd_line *line, const struct vd_system *sys)
 		char since[32], asked[160], holds[160] = "-";
 		size_t len, hl = 0;
 
-		cli_format_time(since, sizeof(since), w->since);
+		vd_format_time(since, sizeof(since), w->since);
 		len = (size_t)snprintf(asked, sizeof(asked), "-n %u", w->n);
 		if (w->mem_mib && len < sizeof(asked))
 			len += (size_t)snprintf(asked + len, sizeof(asked) - len, " --mem %lluM",

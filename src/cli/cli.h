@@ -236,9 +236,6 @@ json_t *cli_json_lease(const struct vd_lease_holder *h);
  */
 char *cli_lease_env(const struct vd_lease *lease, const struct vd_system *sys);
 
-/* "2026-12-03T10:02:00+01:00" (local time), "unknown" for 0, from seconds since the epoch. */
-void cli_format_time(char *buf, size_t n, int64_t t);
-
 /* Prints what the engine found: warnings and the environment's near misses, as "note: ...". */
 void cli_print_notes(char *const *notes, size_t n);
 

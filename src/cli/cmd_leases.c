@@ -99,7 +99,7 @@ int cmd_leases(int argc, char **argv)
 		int index;
 
 		device_label(label, sizeof(label), sys, h->uuid, &index);
-		cli_format_time(since, sizeof(since), h->since);
+		vd_format_time(since, sizeof(since), h->since);
 		if (h->mode == VD_LEASE_SHARED)
 			snprintf(mode, sizeof(mode), "shared %.1f GiB", h->mem_mib / 1024.0);
 		else

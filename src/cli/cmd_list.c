@@ -183,7 +183,7 @@ static void print_leases(const struct vd_leases *leases, const char *uuid)
 
 		if (strcmp(h->uuid, uuid))
 			continue;
-		cli_format_time(since, sizeof(since), h->since);
+		vd_format_time(since, sizeof(since), h->since);
 		if (h->mode == VD_LEASE_SHARED)
 			cli_printf("       leased by %s (pid %d, %s) since %s, sharing %.1f GiB\n",
 				   h->user, (int)h->pid, h->command, since, h->mem_mib / 1024.0);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "internal.h"
 
@@ -286,6 +287,20 @@ static int sysfs_numa_node(const nvmlPciInfo_t *pci)
 }
 
 /*
+ * Who owns a process, from /proc: NVML does not say. Left "" when the pid
+ * is not in this pid namespace (a process of another container).
+ */
+static void process_user(struct vd_process *p)
+{
+	char path[32];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%u", (unsigned)p->pid);
+	if (stat(path, &st) == 0)
+		user_name(p->user, sizeof(p->user), st.st_uid);
+}
+
+/*
  * The compute processes of a GPU: _v3, then _v2, then plain (whose records
  * are smaller), growing the buffer while NVML says it is too small.
  */
@@ -342,6 +357,7 @@ static nvmlReturn_t read_processes(struct nvml *nv, nvmlDevice_t dev, struct vd_
 		p->used_mib = p->used_known ? used >> 20 : 0;
 		if (CALL(nv, nvmlSystemGetProcessName, p->pid, name, sizeof(name)) == NVML_SUCCESS)
 			str_copy(p->name, name, sizeof(p->name));
+		process_user(p);
 	}
 	gpu->nprocesses = n;
 	gpu->fields |= VD_GPU_PROCESSES;

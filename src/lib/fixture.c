@@ -530,7 +530,7 @@ out:
 
 /* ---- The objects of the format ----------------------------------------- */
 
-static const char *const process_keys[] = { "pid", "used_mib", "name", NULL };
+static const char *const process_keys[] = { "pid", "used_mib", "name", "user", NULL };
 
 static int parse_process(struct parser *p, struct vd_process *proc, json_t *obj)
 {
@@ -553,6 +553,8 @@ static int parse_process(struct parser *p, struct vd_process *proc, json_t *obj)
 			proc->used_known = 1;
 		} else if (!strcmp(key, "name")) {
 			err = read_string(p, key, v, proc->name, sizeof(proc->name), 0);
+		} else if (!strcmp(key, "user")) {
+			err = read_string(p, key, v, proc->user, sizeof(proc->user), 0);
 		} else {
 			err = check_unknown(p, key, process_keys);
 		}

@@ -23,6 +23,9 @@ int error_set(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3
 /* Copies src into dst of size n, always terminated, cut if need be. */
 void str_copy(char *dst, const char *src, size_t n);
 
+/* "alice", or "uid 1234" where the password database has no name for uid. */
+void user_name(char *out, size_t n, uid_t uid);
+
 /*
  * The edit distance of two strings (case ignored with fold_case), or
  * SIZE_MAX when one is longer than 63 characters.
@@ -126,9 +129,8 @@ int lease_record_parse(struct vd_leases *l, const char *text, size_t len);
 json_t *record_last_line(const char *text, size_t len);
 int record_append(int fd, const json_t *rec);
 
-/* lease.c, for line.c: the lease directory opened and checked, owners' names, record names. */
+/* lease.c, for line.c: the lease directory opened and checked, record names. */
 int lease_dir_open(int *out, const char *dir);
-void lease_owner_name(char *out, size_t n, uid_t uid);
 int lease_is_record(const char *name);
 
 /* A scan of the lease directory dfd from its start; dir (or NULL) names it in the error. */

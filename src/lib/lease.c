@@ -190,28 +190,6 @@ int lease_dir_open(int *out, const char *dir)
 }
 
 /*
- * "alice", or "uid 1234", for a file's owner. The last answer is kept: a
- * line of many waiters is mostly a few users, and each getpwuid() reads
- * the password database again.
- */
-void lease_owner_name(char *out, size_t n, uid_t uid)
-{
-	static _Thread_local char name[48];
-	static _Thread_local uid_t known = (uid_t)-1;
-	struct passwd *pw;
-
-	if (uid != known || !name[0]) {
-		pw = getpwuid(uid);
-		if (pw)
-			snprintf(name, sizeof(name), "%s", pw->pw_name);
-		else
-			snprintf(name, sizeof(name), "uid %u", (unsigned)uid);
-		known = uid;
-	}
-	snprintf(out, n, "%s", name);
-}
-
-/*
  * Opens a lock file in the directory: never through a link, never blocking
  * (a FIFO planted under its name is refused, not waited on), and only a
  * regular file. The message names the file and the fix.
@@ -228,7 +206,7 @@ static int lock_open(int *out, int dfd, const char *dir, const char *name)
 		int e = errno, known = fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 
 		/* what is there says more than errno: kernels differ on links in sticky folders */
-		lease_owner_name(owner, sizeof(owner), known ? st.st_uid : geteuid());
+		user_name(owner, sizeof(owner), known ? st.st_uid : geteuid());
 		if (e == ELOOP || (known && S_ISLNK(st.st_mode)))
 			return error_set(VD_EPERM,
 					 "lock file '%s/%s' is a symbolic link: refusing it; "
@@ -258,7 +236,7 @@ static int lock_open(int *out, int dfd, const char *dir, const char *name)
 				 dir, name, strerror(e), owner);
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		lease_owner_name(owner, sizeof(owner), st.st_uid);
+		user_name(owner, sizeof(owner), st.st_uid);
 		close(fd);
 		return error_set(VD_EPERM,
 				 "lock file '%s/%s' is not a regular file: refusing it; '%s' or an "
@@ -363,7 +341,7 @@ static void lock_holder(char *out, size_t n, int fd)
 	}
 	snprintf(path, sizeof(path), "/proc/%ld", pid);
 	if (stat(path, &st) == 0)
-		lease_owner_name(owner, sizeof(owner), st.st_uid);
+		user_name(owner, sizeof(owner), st.st_uid);
 	snprintf(out, n, "pid %ld (%s, %s)", pid, owner, comm);
 }
 
@@ -557,7 +535,7 @@ static void holders_vouch(struct vd_leases *l, size_t first, int dfd, uid_t owne
 	char name[48];
 	size_t kept = first;
 
-	lease_owner_name(name, sizeof(name), owner);
+	user_name(name, sizeof(name), owner);
 	for (size_t i = first; i < l->n; i++) {
 		struct vd_lease_holder *h = &l->holders[i];
 

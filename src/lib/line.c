@@ -209,7 +209,7 @@ static int ignore(struct vd_line *l, const char *dir, const char *name, uid_t ow
 {
 	char who[48];
 
-	lease_owner_name(who, sizeof(who), owner);
+	user_name(who, sizeof(who), owner);
 	return strings_push(&l->ignored, &l->nignored, "%s/%s (%s): %s: ignored", dir, name, who,
 			    why);
 }
@@ -269,7 +269,7 @@ static int read_one(struct vd_line *l, int dfd, const char *dir, const char *nam
 		return ignore(l, dir, name, st.st_uid, "it claims a place older than its file");
 	}
 	w.uid = (uint32_t)st.st_uid;
-	lease_owner_name(w.user, sizeof(w.user), st.st_uid);
+	user_name(w.user, sizeof(w.user), st.st_uid);
 	grown = realloc(l->waiting, (l->n + 1) * sizeof(*grown));
 	if (!grown) {
 		line_waiting_clear(&w);
@@ -612,7 +612,7 @@ int vd_waiter_new(struct vd_waiter **out, const char *dir)
 		return error_set(VD_ENOMEM, "out of memory");
 	w->record_fd = w->bell_fd = w->dir_wd = w->prev_wd = w->left_fd = -1;
 	w->dir = strdup(dir);
-	lease_owner_name(w->user, sizeof(w->user), geteuid());
+	user_name(w->user, sizeof(w->user), geteuid());
 	w->notify_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
 	w->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
 	ev.data.fd = w->notify_fd;

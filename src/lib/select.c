@@ -3,8 +3,8 @@
  *
  * A snapshot, the live leases, the parent's restriction and the options go
  * in; the chosen devices, or a reason per device that does not fit, come
- * out. No I/O, no environment, no clock (the local time of day is only
- * used to write a lease's start as HH:MM).
+ * out. No I/O, no environment, no clock (the local time zone is only used
+ * to write a lease's start, in ISO 8601).
  *
  * Units. Every GPU not in MIG mode is one unit; a GPU in MIG mode is not,
  * each of its MIG instances is. A GPU in MIG mode without instances gets a
@@ -76,23 +76,24 @@
  * either way, but the greedy one may miss the best set.
  *
  * Reasons, one line per unit that does not fit, in index order, the first
- * problem only ("GPU 3" is "GPU 4 MIG 1g.10gb (gi 7 ci 0)" for a MIG unit):
- *   GPU 3: hidden by CUDA_VISIBLE_DEVICES
- *   GPU 0: lost (fell off the bus)
- *   GPU 1: excluded
- *   GPU 2: in MIG mode with no MIG device to choose
- *   GPU 2: NVIDIA GeForce RTX 3090 does not match 'A100'
- *   GPU 3: leased by alice (pid 4242, python train.py) since 10:02
- *   GPU 3: held for alice, waiting in line (pid 4242, python train.py) since 10:02
- *   GPU 3: shared lease by bob (pid 5000, python eval.py, 8.0 GiB) since 09:15 and 1 more
- *   GPU 3: holder unknown: locked without a lease record
- *   GPU 3: lock file '/dev/shm/visdev-leases/GPU-....lock' is a directory: ...
- *   GPU 0: busy with 1 process visdev did not start (pid 31842 python)
- *   GPU 1: busy: 9.8 GiB in use that no lease and no process NVML lists explains (100% utilised)
- *   GPU 2: 97% utilised, at most 50% asked
- *   GPU 4: utilisation unknown, at most 50% asked
- *   GPU 1: 3.2 GiB free, 8.0 GiB asked (4.0 GiB reserved by leases not yet in use)
- *   GPU 4: memory unknown, cannot promise 8.0 GiB
+ * problem only ("GPU 3" is "GPU 4 MIG 1g.10gb (gi 7 ci 0)" for a MIG unit),
+ * each with its code (struct vd_reason) at the left here:
+ *   hidden        GPU 3: hidden by CUDA_VISIBLE_DEVICES
+ *   not-within    GPU 3: not among the devices the request may use
+ *   lost          GPU 0: lost (fell off the bus)
+ *   excluded      GPU 1: excluded
+ *   mig-empty     GPU 2: in MIG mode with no MIG device to choose
+ *   model         GPU 2: NVIDIA GeForce RTX 3090 does not match 'A100'
+ *   leased        GPU 3: leased by alice (pid 4242, python train.py) since
+ * 2026-12-06T10:02:00+01:00 held          GPU 3: held for alice, waiting in line (pid 4242, python
+ * train.py) since ... leased        GPU 3: shared lease by bob (pid 5000, python eval.py, 8.0 GiB)
+ * since ... and 1 more locked        GPU 3: holder unknown: locked without a lease record locked
+ * GPU 3: lock file '/dev/shm/visdev-leases/GPU-....lock' is a directory: ... busy          GPU 0:
+ * busy with 1 process visdev did not start (pid 31842 python) unexplained   GPU 1: busy: 9.8 GiB in
+ * use that no lease and no process NVML lists explains (100% utilised) utilization   GPU 2: 97%
+ * utilised, at most 50% asked utilization-unknown  GPU 4: utilisation unknown, at most 50% asked
+ *   memory        GPU 1: 3.2 GiB free, 8.0 GiB asked (4.0 GiB reserved by leases not yet in use)
+ *   memory-unknown  GPU 4: memory unknown, cannot promise 8.0 GiB
  * An exclusive holder is named before shared ones; a holder without a user
  * name is "uid N"; " since" is left out when the start is unknown. Up to
  * two processes are named ("pid 1 python, pid 2 and 3 more"). When no set
@@ -100,14 +101,14 @@
  * (the error says the same: "too few fit: 2 GPUs fit, 3 wanted"; none
  * fitting is "no GPU fits: 3 wanted")
  * ("devices" where MIG units are among them), with ": a process can use
- * only one MIG device ..." when the MIG rule is what failed. On success
+ * only one MIG device ..." when the MIG rule is what failed; its code is
+ * too-few, or mig-together for the MIG rule, and it is about VD_NO_GPU. On success
  * the reasons are filled the same way, without that last line.
  */
 #include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "internal.h"
 
@@ -392,7 +393,7 @@ static void unit_label(char *buf, size_t size, const struct unit *u)
 static void describe_lease(char *buf, size_t size, const struct unit *u)
 {
 	const struct vd_lease_holder *h = u->holder;
-	char who[48], what[320], since[32] = "", more[48] = "";
+	char who[48], what[320], since[40] = "", more[48] = "";
 	size_t len;
 
 	if (h->pid <= 0) {
@@ -410,11 +411,8 @@ static void describe_lease(char *buf, size_t size, const struct unit *u)
 	if (h->mode == VD_LEASE_SHARED && len < sizeof(what))
 		snprintf(what + len, sizeof(what) - len, ", %.1f GiB", gib(h->mem_mib));
 	if (h->since > 0) {
-		time_t t = (time_t)h->since;
-		struct tm tm;
-
-		if (localtime_r(&t, &tm))
-			strftime(since, sizeof(since), " since %H:%M", &tm);
+		memcpy(since, " since ", 7);
+		vd_format_time(since + 7, sizeof(since) - 7, h->since);
 	}
 	if (h->mode == VD_LEASE_HELD) {
 		snprintf(buf, size, "held for %s, waiting in line (%s)%s", who, what, since);
@@ -446,11 +444,42 @@ static void describe_busy(char *buf, size_t size, const struct unit *u)
 		snprintf(buf + len, size - len, ")");
 }
 
+/* Adds a reason line about device d, with its code. */
+static int reason_push(struct vd_choice *choice, struct vd_device_ref d, const char *code,
+		       const char *text)
+{
+	struct vd_reason *why = realloc(choice->why, (choice->nreasons + 1) * sizeof(*why));
+
+	if (!why)
+		return error_set(VD_ENOMEM, "out of memory");
+	choice->why = why;
+	why[choice->nreasons] = (struct vd_reason){ d, code };
+	return strings_push(&choice->reasons, &choice->nreasons, "%s", text);
+}
+
+/* The code of a lease problem: a hold in line, a lock without a record, a lease. */
+static const char *lease_code(const struct unit *u)
+{
+	if (u->holder->pid <= 0)
+		return "locked";
+	return u->holder->mode == VD_LEASE_HELD ? "held" : "leased";
+}
+
+/* The stable code of each problem (docs/json.md); LEASED's is lease_code()'s. */
+static const char *const problem_codes[] = {
+	[HIDDEN] = "hidden",	[NOT_WITHIN] = "not-within",
+	[LOST] = "lost",	[EXCLUDED] = "excluded",
+	[NO_MIG] = "mig-empty", [MODEL] = "model",
+	[BUSY] = "busy",	[UNEXPLAINED] = "unexplained",
+	[UTIL] = "utilization", [UTIL_UNKNOWN] = "utilization-unknown",
+	[MEMORY] = "memory",	[MEMORY_UNKNOWN] = "memory-unknown",
+};
+
 /* Adds the line saying why u does not fit. */
 static int add_reason(struct vd_choice *choice, const struct unit *u,
 		      const struct vd_select_options *opts)
 {
-	char label[VD_PROFILE_MAX + 64], why[512];
+	char label[VD_PROFILE_MAX + 64], why[512], line[VD_PROFILE_MAX + 64 + 512 + 2];
 	uint64_t need = needed_mib(opts);
 	size_t len;
 
@@ -513,7 +542,9 @@ static int add_reason(struct vd_choice *choice, const struct unit *u,
 	case FITS:
 		return 0;
 	}
-	return strings_push(&choice->reasons, &choice->nreasons, "%s: %s", label, why);
+	snprintf(line, sizeof(line), "%s: %s", label, why);
+	return reason_push(choice, u->ref,
+			   u->problem == LEASED ? lease_code(u) : problem_codes[u->problem], line);
 }
 
 /* ---- ranking ------------------------------------------------------------ */
@@ -802,6 +833,17 @@ out:
 
 /* ---- the choice --------------------------------------------------------- */
 
+/* Makes u the device d of sys (d in sys), with no facts yet. */
+static void unit_init(struct unit *u, const struct vd_system *sys, struct vd_device_ref d)
+{
+	const struct vd_gpu *gpu = &sys->gpus[d.gpu];
+
+	u->ref = d;
+	u->gpu = gpu;
+	u->mig = d.mig >= 0 ? &gpu->mig[d.mig] : NULL;
+	u->uuid = u->mig ? u->mig->uuid : gpu->uuid;
+}
+
 /* Lists every unit of sys, in index order. */
 static int units_list(struct search *s)
 {
@@ -815,15 +857,9 @@ static int units_list(struct search *s)
 		const struct vd_gpu *gpu = &sys->gpus[i];
 		size_t nmig = gpu->mig_mode ? gpu->nmig : 0;
 
-		for (size_t m = 0; m < (nmig ? nmig : 1); m++) {
-			struct unit *u = &s->units[s->nunits++];
-
-			u->ref.gpu = (unsigned)i;
-			u->ref.mig = nmig ? (int)m : -1;
-			u->gpu = gpu;
-			u->mig = nmig ? &gpu->mig[m] : NULL;
-			u->uuid = nmig ? gpu->mig[m].uuid : gpu->uuid;
-		}
+		for (size_t m = 0; m < (nmig ? nmig : 1); m++)
+			unit_init(&s->units[s->nunits++], sys,
+				  (struct vd_device_ref){ (unsigned)i, nmig ? (int)m : -1 });
 	}
 	return 0;
 }
@@ -833,7 +869,7 @@ static int add_shortfall(struct vd_choice *choice, const struct search *s, const
 			 size_t k, size_t n)
 {
 	const char *what = "GPU";
-	char why[160] = "";
+	char why[160] = "", line[256];
 
 	for (size_t i = 0; i < k; i++)
 		if (s->units[fit[i]].mig)
@@ -846,8 +882,10 @@ static int add_shortfall(struct vd_choice *choice, const struct search *s, const
 	else if (k >= n)
 		snprintf(why, sizeof(why),
 			 ": a process can use only one MIG device per GPU instance");
-	return strings_push(&choice->reasons, &choice->nreasons, "%zu %s%s fit%s, %zu wanted%s", k,
-			    what, k == 1 ? "" : "s", k == 1 ? "s" : "", n, why);
+	snprintf(line, sizeof(line), "%zu %s%s fit%s, %zu wanted%s", k, what, k == 1 ? "" : "s",
+		 k == 1 ? "s" : "", n, why);
+	return reason_push(choice, (struct vd_device_ref){ VD_NO_GPU, -1 },
+			   k >= n ? "mig-together" : "too-few", line);
 }
 
 int vd_select(struct vd_choice **out, const struct vd_system *sys, const struct vd_leases *leases,
@@ -1001,5 +1039,49 @@ void vd_choice_free(struct vd_choice *choice)
 	free(choice->devices);
 	free(choice->fitting);
 	vd_strings_free(choice->reasons, choice->nreasons);
+	free(choice->why);
 	free(choice);
+}
+
+/* ---- the state of one device -------------------------------------------- */
+
+const char *vd_state_name(enum vd_state state)
+{
+	static const char *const names[] = { "free", "shared", "leased", "held",
+					     "busy", "lost",   "mig" };
+
+	return (unsigned)state < sizeof(names) / sizeof(names[0]) ? names[state] : NULL;
+}
+
+int vd_device_status(struct vd_device_status *out, const struct vd_system *sys,
+		     const struct vd_leases *leases, struct vd_device_ref d)
+{
+	struct vd_select_options opts;
+	struct unit u = { 0 };
+
+	memset(out, 0, sizeof(*out));
+	if (d.gpu >= sys->ngpus || d.mig < -1 ||
+	    (d.mig >= 0 && (size_t)d.mig >= sys->gpus[d.gpu].nmig))
+		return error_set(VD_EINVAL, "there is no device %u/%d on this machine", d.gpu,
+				 d.mig);
+	vd_select_options_init(&opts);
+	unit_init(&u, sys, d);
+	weigh(&u, sys, leases, NULL, &opts); /* as an exclusive request sees it */
+	out->free_mib = u.free_mib;
+	out->nleases = u.nholders;
+	out->nforeign = u.nforeign;
+	out->unexplained_mib = u.unexplained_mib;
+	if (u.gpu->lost)
+		out->state = VD_STATE_LOST;
+	else if (u.gpu->mig_mode && !u.mig)
+		out->state = VD_STATE_MIG;
+	else if (has_exclusive(&u))
+		out->state = u.holder->mode == VD_LEASE_HELD ? VD_STATE_HELD : VD_STATE_LEASED;
+	else if (u.nholders)
+		out->state = VD_STATE_SHARED;
+	else if (at_work(&u))
+		out->state = VD_STATE_BUSY;
+	else
+		out->state = VD_STATE_FREE;
+	return 0;
 }

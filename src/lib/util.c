@@ -2,10 +2,12 @@
  * util.c - small string helpers shared by the modules.
  */
 #include <ctype.h>
+#include <pwd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "internal.h"
 
@@ -17,6 +19,28 @@ void str_copy(char *dst, const char *src, size_t n)
 		len = n - 1;
 	memcpy(dst, src, len);
 	dst[len] = '\0';
+}
+
+/*
+ * "alice", or "uid 1234", for the user uid. The last answer is kept: a
+ * line of many waiters is mostly a few users, and each getpwuid() reads
+ * the password database again.
+ */
+void user_name(char *out, size_t n, uid_t uid)
+{
+	static _Thread_local char name[48];
+	static _Thread_local uid_t known = (uid_t)-1;
+	struct passwd *pw;
+
+	if (uid != known || !name[0]) {
+		pw = getpwuid(uid);
+		if (pw)
+			snprintf(name, sizeof(name), "%s", pw->pw_name);
+		else
+			snprintf(name, sizeof(name), "uid %u", (unsigned)uid);
+		known = uid;
+	}
+	snprintf(out, n, "%s", name);
 }
 
 int strings_push(char ***list, size_t *n, const char *fmt, ...)
@@ -128,6 +152,24 @@ size_t vd_utf8_copy(char *dst, const char *src, size_t n)
 	}
 	dst[len] = '\0';
 	return len;
+}
+
+void vd_format_time(char *buf, size_t n, int64_t t)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+	size_t len;
+
+	if (!n)
+		return;
+	if (t <= 0)
+		snprintf(buf, n, "unknown");
+	else if (!localtime_r(&tt, &tm) || !(len = strftime(buf, n, "%Y-%m-%dT%H:%M:%S%z", &tm)))
+		snprintf(buf, n, "%lld", (long long)t);
+	else if (len + 1 < n) { /* ISO 8601's extended form: +01:00, where strftime gives +0100 */
+		memmove(buf + len - 1, buf + len - 2, 3);
+		buf[len - 2] = ':';
+	}
 }
 
 void vd_strings_free(char **strings, size_t n)

@@ -425,9 +425,11 @@ static void test_mixed(void **state)
 	assert_true(g->processes[0].used_known);
 	assert_int_equal(g->processes[0].used_mib, 20100);
 	assert_string_equal(g->processes[0].name, "python");
+	assert_string_equal(g->processes[0].user, "alice");
 	assert_int_equal(g->processes[1].pid, 7402);
 	assert_false(g->processes[1].used_known);
 	assert_string_equal(g->processes[1].name, "");
+	assert_string_equal(g->processes[1].user, "");
 
 	g = &sys->gpus[2]; /* no memory */
 	assert_false(g->fields & VD_GPU_MEMORY);

@@ -9,6 +9,7 @@
  * of the tree: fixtures are read by relative path.
  */
 #include <glob.h>
+#include <pwd.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -445,6 +446,39 @@ static void test_many_processes(void **state)
 	unlink(path);
 }
 
+/* A process's owner comes from /proc, as NVML does not say; none for a pid not here. */
+static void test_process_user(void **state)
+{
+	char path[] = "/tmp/visdev-test-nvml-XXXXXX";
+	struct passwd *pw = getpwuid(geteuid());
+	struct vd_system *nv;
+	char me[64];
+	FILE *f;
+	int fd;
+
+	(void)state;
+	if (pw)
+		snprintf(me, sizeof(me), "%s", pw->pw_name);
+	else
+		snprintf(me, sizeof(me), "uid %u", (unsigned)geteuid());
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w");
+	assert_non_null(f);
+	fprintf(f,
+		"{ \"gpus\": [ { \"uuid\": \"GPU-11111111-2222-3333-4444-555555555555\", "
+		"\"name\": \"NVIDIA H100 80GB HBM3\", \"pci_bus_id\": \"00000000:18:00.0\", "
+		"\"processes\": [ { \"pid\": %d }, { \"pid\": 2147483000 } ] } ] }\n",
+		(int)getpid());
+	assert_int_equal(fclose(f), 0);
+	nv = nvml_snapshot(mock_new, path);
+	assert_int_equal(nv->gpus[0].nprocesses, 2);
+	assert_string_equal(nv->gpus[0].processes[0].user, me);
+	assert_string_equal(nv->gpus[0].processes[1].user, "");
+	vd_system_free(nv);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -459,6 +493,7 @@ int main(void)
 		cmocka_unit_test_setup(test_no_library, setup),
 		cmocka_unit_test_setup(test_grow_and_retry, setup),
 		cmocka_unit_test_setup(test_many_processes, setup),
+		cmocka_unit_test_setup(test_process_user, setup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -53,9 +53,9 @@ static void reason_prefix(char *buf, size_t size, const struct vd_system *sys,
 /* ---- the table --------------------------------------------------------- */
 
 static const char *const known_keys[] = {
-	"fixture", "leases",  "parent",	  "n",	  "min_free", "max_util",
-	"model",   "exclude", "policy",	  "mem",  "devices",  "nofit",
-	"reasons", "lines",   "nreasons", "last", "error",    "note",
+	"fixture",  "leases", "parent", "n",	   "min_free", "max_util", "model",
+	"exclude",  "policy", "mem",	"devices", "nofit",    "reasons",  "lines",
+	"nreasons", "last",   "error",	"note",	   "codes",
 };
 
 static const char *const lease_keys[] = {
@@ -279,6 +279,50 @@ static void check_reasons(struct report *r, const struct vd_system *sys, const s
 	}
 }
 
+/*
+ * Each reason is about the device its line names, and each key of "codes"
+ * (a device, or "request" for the request as a whole) has that code.
+ */
+static void check_codes(struct report *r, const struct vd_system *sys, const struct vd_choice *c,
+			json_t *want)
+{
+	const char *key;
+	json_t *v;
+	char pre[128];
+
+	for (size_t i = 0; i < c->nreasons; i++) {
+		if (!c->why[i].code || !*c->why[i].code)
+			report_add(r, "invariant: reason %zu has no code", i);
+		if (c->why[i].device.gpu == VD_NO_GPU)
+			continue;
+		reason_prefix(pre, sizeof(pre), sys, c->why[i].device);
+		if (strncmp(c->reasons[i], pre, strlen(pre)) != 0)
+			report_add(r, "invariant: reason %zu is about '%s' but says \"%s\"", i, pre,
+				   c->reasons[i]);
+	}
+	json_object_foreach(want, key, v)
+	{
+		json_t *k = json_string(key);
+		struct vd_device_ref d = { VD_NO_GPU, -1 };
+		size_t i;
+
+		if (strcmp(key, "request") != 0 && (read_device(&d, k) || !device_exists(sys, d))) {
+			report_add(r, "table: codes: '%s' is not a device", key);
+			json_decref(k);
+			continue;
+		}
+		json_decref(k);
+		for (i = 0; i < c->nreasons; i++)
+			if (c->why[i].device.gpu == d.gpu && c->why[i].device.mig == d.mig)
+				break;
+		if (i == c->nreasons)
+			report_add(r, "codes: no reason about '%s'", key);
+		else if (strcmp(c->why[i].code, json_string_value(v)) != 0)
+			report_add(r, "codes: '%s' should be %s, got %s", key, json_string_value(v),
+				   c->why[i].code);
+	}
+}
+
 static void check_case(struct report *r, const struct table_case *sc)
 {
 	json_t *obj = sc->obj, *v, *want_devs = json_object_get(obj, "devices");
@@ -362,6 +406,7 @@ static void check_case(struct report *r, const struct table_case *sc)
 	}
 	if ((v = json_object_get(obj, "reasons")))
 		check_reasons(r, sys, choice, v);
+	check_codes(r, sys, choice, json_object_get(obj, "codes"));
 	if ((v = json_object_get(obj, "nreasons")) &&
 	    json_integer_value(v) != (json_int_t)choice->nreasons)
 		report_add(r, "nreasons: expected %lld, got %zu%s",
@@ -564,12 +609,69 @@ static void test_busy_words(void **state)
 	vd_system_free(sys);
 }
 
+/* A device's state agrees with what a request could have of it. */
+static void test_status(void **state)
+{
+	const struct vd_system *sys = need_fixture("select-basic");
+	const struct vd_system *mig = need_fixture("select-mig");
+	struct vd_lease_holder h[3] = { 0 };
+	struct vd_leases leases = { h, 0 };
+	struct vd_device_status st;
+
+	(void)state;
+	/* nothing: GPU 0 is free with NVML's free memory, GPU 3 busy, GPU 5 lost */
+	assert_int_equal(vd_device_status(&st, sys, NULL, (struct vd_device_ref){ 0, -1 }), 0);
+	assert_int_equal(st.state, VD_STATE_FREE);
+	assert_int_equal(st.free_mib, 81920 - 1024);
+	assert_int_equal(vd_device_status(&st, sys, NULL, (struct vd_device_ref){ 3, -1 }), 0);
+	assert_int_equal(st.state, VD_STATE_BUSY);
+	assert_int_equal(st.nforeign, 1);
+	assert_int_equal(vd_device_status(&st, sys, NULL, (struct vd_device_ref){ 5, -1 }), 0);
+	assert_int_equal(st.state, VD_STATE_LOST);
+	/* a shared lease: what is left to reserve is less what it has not used yet */
+	strcpy(h[0].uuid, sys->gpus[0].uuid);
+	h[0].mode = VD_LEASE_SHARED;
+	h[0].mem_mib = 8192;
+	h[0].mem_unused_mib = 4096;
+	h[0].pid = 5000;
+	leases.n = 1;
+	assert_int_equal(vd_device_status(&st, sys, &leases, (struct vd_device_ref){ 0, -1 }), 0);
+	assert_int_equal(st.state, VD_STATE_SHARED);
+	assert_int_equal(st.free_mib, 81920 - 1024 - 4096);
+	assert_int_equal(st.nleases, 1);
+	/* an exclusive lease beside it, then a hold for the line */
+	h[1] = h[0];
+	h[1].mode = VD_LEASE_EXCLUSIVE;
+	leases.n = 2;
+	assert_int_equal(vd_device_status(&st, sys, &leases, (struct vd_device_ref){ 0, -1 }), 0);
+	assert_int_equal(st.state, VD_STATE_LEASED);
+	strcpy(h[2].uuid, sys->gpus[2].uuid);
+	h[2].mode = VD_LEASE_HELD;
+	h[2].pid = 6000;
+	leases.n = 3;
+	assert_int_equal(vd_device_status(&st, sys, &leases, (struct vd_device_ref){ 2, -1 }), 0);
+	assert_int_equal(st.state, VD_STATE_HELD);
+	/* a GPU in MIG mode, whole, and one of its MIG devices */
+	assert_int_equal(vd_device_status(&st, mig, NULL, (struct vd_device_ref){ 0, -1 }), 0);
+	assert_int_equal(st.state, VD_STATE_MIG);
+	assert_int_equal(vd_device_status(&st, mig, NULL, (struct vd_device_ref){ 0, 0 }), 0);
+	assert_int_not_equal(st.state, VD_STATE_MIG);
+	/* no such device */
+	assert_int_equal(vd_device_status(&st, sys, NULL, (struct vd_device_ref){ 6, -1 }),
+			 VD_EINVAL);
+	assert_int_equal(vd_device_status(&st, mig, NULL, (struct vd_device_ref){ 0, 9 }),
+			 VD_EINVAL);
+	assert_string_equal(vd_state_name(VD_STATE_SHARED), "shared");
+	assert_null(vd_state_name((enum vd_state)99));
+}
+
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest fixed[] = {
 		cmocka_unit_test(test_nulls),  cmocka_unit_test(test_empty_system),
 		cmocka_unit_test(test_huge_n), cmocka_unit_test(test_bad_options),
 		cmocka_unit_test(test_never),  cmocka_unit_test(test_busy_words),
+		cmocka_unit_test(test_status),
 	};
 	static const struct table table = {
 		.group = "select",
