@@ -288,9 +288,9 @@ json_t *cli_json_device(const struct vd_system *sys, struct vd_device_ref d)
 		json_object_set_new(o, "uuid", json_string(m->uuid));
 		json_object_set_new(o, "name", cli_json_str(gpu->name));
 		json_object_set_new(o, "pci_bus_id", json_string(gpu->pci_bus_id));
-		json_object_set_new(o, "mig",
-				    json_pack("{s:I, s:I, s:o}", "gi", (json_int_t)m->gi, "ci",
-					      (json_int_t)m->ci, "profile", cli_json_profile(m)));
+		json_object_set_new(o, "gi", json_integer((json_int_t)m->gi));
+		json_object_set_new(o, "ci", json_integer((json_int_t)m->ci));
+		json_object_set_new(o, "profile", cli_json_profile(m));
 		return o;
 	}
 	json_object_set_new(o, "uuid", json_string(gpu->uuid));
@@ -763,4 +763,28 @@ int cli_note_own_leases(const struct vd_system *sys)
 			own);
 	vd_leases_free(leases);
 	return own > 0;
+}
+
+int cli_color_choice(const char *cmd, const char *when)
+{
+	const char *no = getenv("NO_COLOR"), *term = getenv("TERM");
+
+	if (when && !strcmp(when, "always"))
+		return 1;
+	if (when && !strcmp(when, "never"))
+		return 0;
+	if (when && strcmp(when, "auto")) {
+		cli_usage(cmd, "--color is auto, always or never, not '%s'", when);
+		return -1;
+	}
+	return isatty(STDOUT_FILENO) && !(no && *no) && !(term && !strcmp(term, "dumb"));
+}
+
+void cli_print_colored(int on, const char *sgr, int width, const char *s)
+{
+	if (on && sgr)
+		printf("\033[%sm", sgr);
+	cli_printf("%-*s", width, s);
+	if (on && sgr)
+		fputs("\033[0m", stdout);
 }

@@ -112,7 +112,10 @@ json_t *cli_json_profile(const struct vd_mig *m);
 /* A JSON integer, or null when unknown. */
 json_t *cli_json_known_int(int known, long long value);
 
-/* A device as JSON: {"index", "uuid", "name", "pci_bus_id"} (+ "mig" for a MIG device). */
+/*
+ * A device as JSON: {"index", "uuid", "name", "pci_bus_id"}, and for a MIG
+ * device (whose uuid is its own, the rest its GPU's) "gi", "ci", "profile".
+ */
 json_t *cli_json_device(const struct vd_system *sys, struct vd_device_ref d);
 
 /* Writes a device in one line for people: "GPU 2  NVIDIA ...  GPU-...  00000000:..." */
@@ -235,6 +238,20 @@ json_t *cli_json_lease(const struct vd_lease_holder *h);
  * "lease_dir". NULL when out of memory; free() it.
  */
 char *cli_lease_env(const struct vd_lease *lease, const struct vd_system *sys);
+
+/*
+ * Whether to colour standard output, for --color's value when (NULL: not
+ * given): "always", "never", or "auto": on a terminal whose TERM is not
+ * "dumb", unless NO_COLOR is set to anything but "". Returns 1 or 0, or -1
+ * after saying that the value is wrong (a usage error of cmd).
+ */
+int cli_color_choice(const char *cmd, const char *when);
+
+/*
+ * Prints s to stdout, escaped, left-aligned in width columns, in the SGR
+ * colour sgr ("32" green, "1;31" bold red) when on; sgr NULL: plain.
+ */
+void cli_print_colored(int on, const char *sgr, int width, const char *s);
 
 /* Prints what the engine found: warnings and the environment's near misses, as "note: ...". */
 void cli_print_notes(char *const *notes, size_t n);

@@ -2,6 +2,7 @@
  * cmd_list.c - `visdev list`: every GPU, its state, and how the current
  * CUDA_VISIBLE_DEVICES maps onto it.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,12 +13,85 @@
 extern char **environ;
 
 static const char usage[] =
-	"usage: visdev list [--json] [--demo | --fixture FILE | --nvml-lib PATH]\n"
+	"usage: visdev list [--free] [--color WHEN] [--json]\n"
+	"                   [--demo | --fixture FILE | --nvml-lib PATH]\n"
 	"\n"
-	"Lists every GPU (and MIG instance): index, model, memory, utilisation,\n"
-	"temperature, power, processes, and which cuda:N it is under the current\n"
-	"CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER.\n"
-	"\n" CLI_GLOBAL_USAGE;
+	"Lists every GPU (and MIG device): its state, model, memory, utilisation,\n"
+	"temperature, power, which cuda:N it is under the current CUDA_VISIBLE_DEVICES\n"
+	"and CUDA_DEVICE_ORDER, and under it the processes (pid, user, memory, name)\n"
+	"and the leases. A state is one of:\n"
+	"  free     no lease, nothing at work: any request may have it\n"
+	"  shared   shared leases (--mem) only; the memory still reservable is shown\n"
+	"  leased   an exclusive lease\n"
+	"  held     held for a request waiting in line\n"
+	"  busy     no lease, but processes visdev did not start, or memory in use\n"
+	"           that nothing explains: someone's job\n"
+	"  lost     fell off the bus: never chosen\n"
+	"\n"
+	"  --free             only what a request could have now: free devices, and\n"
+	"                     shared ones with memory left (exit 3 when there is none)\n"
+	"  --color WHEN       colour the states: auto (on a terminal, unless NO_COLOR\n"
+	"                     is set), always or never\n" CLI_GLOBAL_USAGE;
+
+/* clang-format off */
+static const struct option options[] = {
+	{ "free", no_argument, NULL, 'f' },
+	{ "color", required_argument, NULL, 'c' },
+	CLI_GLOBAL_OPTIONS
+};
+/* clang-format on */
+
+#define TABLE_COLUMNS	100 /* every line of the table fits in this many */
+#define NAME_COLUMNS	37  /* the widest NAME column that keeps the rest within them */
+#define PROCESSES_SHOWN 5   /* under a GPU; list --json has them all */
+#define INDENT		"       "
+
+/* A device's state, and whether --free shows it. */
+struct state {
+	struct vd_device_status st;
+	int known; /* vd_device_status() answered */
+};
+
+static struct state device_state(const struct vd_system *sys, const struct vd_leases *leases,
+				 struct vd_device_ref d)
+{
+	struct state s = { 0 };
+
+	s.known = vd_device_status(&s.st, sys, leases, d) == 0;
+	return s;
+}
+
+/* Whether a request could have the device now: --free shows it. */
+static int state_free(const struct state *s)
+{
+	return s->known && (s->st.state == VD_STATE_FREE ||
+			    (s->st.state == VD_STATE_SHARED && s->st.free_mib > 0));
+}
+
+/* What a --mem request could still reserve: 0 where no shared request may go. */
+static json_t *json_reservable(const struct state *s)
+{
+	if (!s->known)
+		return json_null();
+	switch (s->st.state) {
+	case VD_STATE_FREE:
+	case VD_STATE_SHARED:
+	case VD_STATE_BUSY:
+		return s->st.free_mib < 0 ? json_null() : json_integer(s->st.free_mib);
+	default:
+		return json_integer(0);
+	}
+}
+
+/* "state", "reservable_mib" and "unexplained_mib" of a device. */
+static void json_set_state(json_t *o, const struct state *s)
+{
+	json_object_set_new(o, "state",
+			    s->known ? json_string(vd_state_name(s->st.state)) : json_null());
+	json_object_set_new(o, "reservable_mib", json_reservable(s));
+	json_object_set_new(o, "unexplained_mib",
+			    s->known ? json_integer(s->st.unexplained_mib) : json_null());
+}
 
 static json_t *json_processes(const struct vd_gpu *gpu)
 {
@@ -30,37 +104,74 @@ static json_t *json_processes(const struct vd_gpu *gpu)
 		const struct vd_process *p = &gpu->processes[i];
 
 		json_array_append_new(
-			a, json_pack("{s:I, s:o, s:o}", "pid", (json_int_t)p->pid, "used_mib",
+			a, json_pack("{s:I, s:o, s:o, s:o}", "pid", (json_int_t)p->pid, "user",
+				     p->user[0] ? cli_json_str(p->user) : json_null(), "used_mib",
 				     cli_json_known_int(p->used_known, (long long)p->used_mib),
 				     "name", p->name[0] ? cli_json_str(p->name) : json_null()));
 	}
 	return a;
 }
 
-/* The live leases on the device with this UUID, as JSON. */
+/* The live leases on the device with this UUID, as JSON (holds for the line are the line's). */
 static json_t *json_leases(const struct vd_leases *leases, const char *uuid)
 {
 	json_t *a = json_array();
 
 	for (size_t i = 0; leases && i < leases->n; i++)
-		if (!strcmp(leases->holders[i].uuid, uuid))
+		if (leases->holders[i].mode != VD_LEASE_HELD &&
+		    !strcmp(leases->holders[i].uuid, uuid))
 			json_array_append_new(a, cli_json_lease(&leases->holders[i]));
 	return a;
 }
 
+static json_t *json_mig(const struct vd_system *sys, const struct vd_resolution *res,
+			const struct vd_leases *leases, struct vd_device_ref d,
+			const struct state *s)
+{
+	const struct vd_mig *mi = &sys->gpus[d.gpu].mig[d.mig];
+	int known = mi->fields & VD_GPU_MEMORY, mc = vd_resolution_cuda(res, d);
+	json_t *o = cli_json_device(sys, d);
+
+	json_object_set_new(o, "memory_total_mib",
+			    cli_json_known_int(known, (long long)mi->memory_total_mib));
+	json_object_set_new(o, "memory_used_mib",
+			    cli_json_known_int(known, (long long)mi->memory_used_mib));
+	json_object_set_new(o, "memory_free_mib",
+			    cli_json_known_int(known, vd_device_memory_free_mib(sys, d)));
+	json_set_state(o, s);
+	json_object_set_new(o, "cuda", mc < 0 ? json_null() : json_integer(mc));
+	json_object_set_new(o, "leases", json_leases(leases, mi->uuid));
+	return o;
+}
+
+/* A GPU as JSON; NULL when only_free and nothing of it is free. */
 static json_t *json_gpu(const struct vd_system *sys, const struct vd_resolution *res,
-			const struct vd_leases *leases, size_t i)
+			const struct vd_leases *leases, size_t i, int only_free)
 {
 	const struct vd_gpu *g = &sys->gpus[i];
 	unsigned f = g->fields;
 	int cuda = vd_resolution_cuda(res, (struct vd_device_ref){ (unsigned)i, -1 });
+	struct state s = device_state(sys, leases, (struct vd_device_ref){ (unsigned)i, -1 });
 	json_t *o = json_object(), *mig = json_array();
 
+	for (size_t m = 0; m < g->nmig; m++) {
+		struct vd_device_ref d = { (unsigned)i, (int)m };
+		struct state ms = device_state(sys, leases, d);
+
+		if (!only_free || state_free(&ms))
+			json_array_append_new(mig, json_mig(sys, res, leases, d, &ms));
+	}
+	if (only_free && !state_free(&s) && !json_array_size(mig)) {
+		json_decref(o);
+		json_decref(mig);
+		return NULL;
+	}
 	json_object_set_new(o, "index", json_integer(g->index));
 	json_object_set_new(o, "uuid", json_string(g->uuid));
 	json_object_set_new(o, "name", cli_json_str(g->name));
 	json_object_set_new(o, "pci_bus_id", json_string(g->pci_bus_id));
 	json_object_set_new(o, "lost", json_boolean(g->lost));
+	json_set_state(o, &s);
 	json_object_set_new(o, "memory_total_mib",
 			    cli_json_known_int(f & VD_GPU_MEMORY, (long long)g->memory_total_mib));
 	json_object_set_new(o, "memory_used_mib",
@@ -77,38 +188,30 @@ static json_t *json_gpu(const struct vd_system *sys, const struct vd_resolution 
 	json_object_set_new(o, "cuda_rank", cli_json_known_int(f & VD_GPU_CUDA_RANK, g->cuda_rank));
 	json_object_set_new(o, "processes", json_processes(g));
 	json_object_set_new(o, "mig_mode", json_boolean(g->mig_mode));
-	for (size_t m = 0; m < g->nmig; m++) {
-		const struct vd_mig *mi = &g->mig[m];
-		int mc = vd_resolution_cuda(res, (struct vd_device_ref){ (unsigned)i, (int)m });
-		int known = mi->fields & VD_GPU_MEMORY;
-
-		json_array_append_new(
-			mig,
-			json_pack("{s:s, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o}", "uuid", mi->uuid,
-				  "gi", (json_int_t)mi->gi, "ci", (json_int_t)mi->ci, "profile",
-				  cli_json_profile(mi), "memory_total_mib",
-				  cli_json_known_int(known, (long long)mi->memory_total_mib),
-				  "memory_used_mib",
-				  cli_json_known_int(known, (long long)mi->memory_used_mib),
-				  "memory_free_mib",
-				  cli_json_known_int(
-					  known, vd_device_memory_free_mib(
-							 sys, (struct vd_device_ref){ (unsigned)i,
-										      (int)m })),
-				  "cuda", mc < 0 ? json_null() : json_integer(mc), "leases",
-				  json_leases(leases, mi->uuid)));
-	}
 	json_object_set_new(o, "mig", mig);
 	json_object_set_new(o, "cuda", cuda < 0 ? json_null() : json_integer(cuda));
 	json_object_set_new(o, "leases", json_leases(leases, g->uuid));
 	return o;
 }
 
+static json_t *json_strings(char *const *s, size_t n)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(a, cli_json_str(s[i]));
+	return a;
+}
+
+/* Prints the JSON; returns EXIT_NONE when only_free finds nothing free. */
 static int print_json(const struct vd_system *sys, const struct vd_resolution *res,
-		      const struct vd_leases *leases, const struct vd_line *line)
+		      const struct vd_leases *leases, const struct vd_line *line, int only_free)
 {
 	json_t *root = json_object(), *gpus = json_array(), *links = json_array();
 	const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+	char **notes = NULL;
+	size_t nnotes = 0;
+	int rc;
 
 	json_object_set_new(root, "driver_version",
 			    sys->driver_version[0] ? json_string(sys->driver_version) :
@@ -116,8 +219,12 @@ static int print_json(const struct vd_system *sys, const struct vd_resolution *r
 	json_object_set_new(
 		root, "cuda_driver_version",
 		cli_json_known_int(sys->cuda_driver_version >= 0, sys->cuda_driver_version));
-	for (size_t i = 0; i < sys->ngpus; i++)
-		json_array_append_new(gpus, json_gpu(sys, res, leases, i));
+	for (size_t i = 0; i < sys->ngpus; i++) {
+		json_t *gpu = json_gpu(sys, res, leases, i, only_free);
+
+		if (gpu)
+			json_array_append_new(gpus, gpu);
+	}
 	json_object_set_new(root, "gpus", gpus);
 	for (size_t i = 0; i < sys->nlinks; i++)
 		json_array_append_new(links, json_pack("{s:i, s:i, s:s}", "a", (int)sys->links[i].a,
@@ -126,38 +233,49 @@ static int print_json(const struct vd_system *sys, const struct vd_resolution *r
 	json_object_set_new(root, "links", links);
 	json_object_set_new(root, "cuda_visible_devices", cvd ? cli_json_str(cvd) : json_null());
 	json_object_set_new(root, "order", json_string(vd_order_name(res->order)));
+	json_object_set_new(root, "warnings", json_strings(res->warnings, res->nwarnings));
+	if (vd_env_check(&notes, &nnotes, environ) == 0)
+		json_array_extend(json_object_get(root, "warnings"), json_strings(notes, nnotes));
+	vd_strings_free(notes, nnotes);
 	json_object_set_new(root, "line", cli_json_line(line, sys));
-	return cli_print_json(root);
+	rc = only_free && !json_array_size(gpus) ? EXIT_NONE : EXIT_OK;
+	return cli_print_json(root) ? EXIT_FAIL : rc;
 }
 
-/* "12.3 / 32.0 GiB", or "?" when unknown. */
+/* s cut to at most width bytes, ending ".." when cut, into buf. */
+static const char *cut(char *buf, size_t n, const char *s, int width)
+{
+	size_t len = strlen(s);
+
+	if (len <= (size_t)width) {
+		snprintf(buf, n, "%s", s);
+		return buf;
+	}
+	vd_utf8_copy(buf, s, (size_t)width - 1 < n ? (size_t)width - 1 : n);
+	snprintf(buf + strlen(buf), n - strlen(buf), "..");
+	return buf;
+}
+
+/* One line under a device, indented, cut to fit the table. */
+static void print_under(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void print_under(const char *fmt, ...)
+{
+	char line[512], shown[TABLE_COLUMNS + 8];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	cli_printf(INDENT "%s\n", cut(shown, sizeof(shown), line, TABLE_COLUMNS - 7));
+}
+
+/* "12.3 / 32.0 GiB", right-aligned, or "?" when unknown. */
 static void format_memory(char *buf, size_t n, unsigned known, uint64_t used, uint64_t total)
 {
 	if (!known)
 		snprintf(buf, n, "?");
 	else
-		snprintf(buf, n, "%.1f / %.1f GiB", used / 1024.0, total / 1024.0);
-}
-
-/* "2: python, train.py", "-" for none, "?" when unknown. */
-static void format_processes(char *buf, size_t n, const struct vd_gpu *g)
-{
-	size_t len;
-
-	if (!(g->fields & VD_GPU_PROCESSES)) {
-		snprintf(buf, n, "?");
-		return;
-	}
-	if (!g->nprocesses) {
-		snprintf(buf, n, "-");
-		return;
-	}
-	len = (size_t)snprintf(buf, n, "%zu:", g->nprocesses);
-	for (size_t i = 0; i < g->nprocesses && i < 2 && len < n; i++)
-		len += (size_t)snprintf(buf + len, n - len, "%s %s", i ? "," : "",
-					g->processes[i].name[0] ? g->processes[i].name : "?");
-	if (g->nprocesses > 2 && len < n)
-		snprintf(buf + len, n - len, ", ...");
+		snprintf(buf, n, "%5.1f / %5.1f GiB", used / 1024.0, total / 1024.0);
 }
 
 /* "cuda:N", "dropped" (named, but the MIG rules leave it out) or "hidden". */
@@ -174,71 +292,161 @@ static void format_cuda(char *buf, size_t n, const struct vd_resolution *res,
 		snprintf(buf, n, "hidden");
 }
 
-/* One line under a device for each lease on it. */
-static void print_leases(const struct vd_leases *leases, const char *uuid)
+/* The processes on a GPU, one line each: pid, user, memory, name. */
+static void print_processes(const struct vd_gpu *g)
+{
+	for (size_t i = 0; (g->fields & VD_GPU_PROCESSES) && i < g->nprocesses; i++) {
+		const struct vd_process *p = &g->processes[i];
+		char mem[24], user[16];
+
+		if (i == PROCESSES_SHOWN) {
+			print_under("and %zu more processes ('visdev list --json' has them all)",
+				    g->nprocesses - i);
+			return;
+		}
+		if (p->used_known)
+			snprintf(mem, sizeof(mem), "%.1f GiB", p->used_mib / 1024.0);
+		else
+			snprintf(mem, sizeof(mem), "?");
+		print_under("pid %-8u %-12s %9s  %s", p->pid,
+			    p->user[0] ? cut(user, sizeof(user), p->user, 12) : "?", mem,
+			    p->name[0] ? p->name : "?");
+	}
+}
+
+/* One line under a device for each lease on it, and what is left to share. */
+static void print_leases(const struct vd_leases *leases, const char *uuid, const struct state *s)
 {
 	for (size_t i = 0; leases && i < leases->n; i++) {
 		const struct vd_lease_holder *h = &leases->holders[i];
 		char since[32];
 
-		if (strcmp(h->uuid, uuid))
+		if (strcmp(h->uuid, uuid) || h->mode == VD_LEASE_HELD)
 			continue;
 		vd_format_time(since, sizeof(since), h->since);
 		if (h->mode == VD_LEASE_SHARED)
-			cli_printf("       leased by %s (pid %d, %s) since %s, sharing %.1f GiB\n",
-				   h->user, (int)h->pid, h->command, since, h->mem_mib / 1024.0);
+			print_under("leased by %s (pid %d, %s) since %s, sharing %.1f GiB", h->user,
+				    (int)h->pid, h->command, since, h->mem_mib / 1024.0);
 		else
-			cli_printf("       leased by %s (pid %d, %s) since %s\n", h->user,
-				   (int)h->pid, h->command, since);
+			print_under("leased by %s (pid %d, %s) since %s", h->user, (int)h->pid,
+				    h->command, since);
+	}
+	if (s->known && s->st.state == VD_STATE_SHARED && s->st.free_mib >= 0)
+		print_under("%.1f GiB still reservable by --mem jobs", s->st.free_mib / 1024.0);
+	if (s->known && s->st.unexplained_mib > 1024)
+		print_under("%.1f GiB in use that no lease and no listed process explains",
+			    s->st.unexplained_mib / 1024.0);
+}
+
+struct table {
+	const struct vd_system *sys;
+	const struct vd_resolution *res;
+	const struct vd_leases *leases;
+	int w;	   /* the NAME column */
+	int color; /* colour the states */
+	int only_free;
+};
+
+/* The SGR colour of a state: green free, yellow leased or held, red busy or lost. */
+static const char *state_color(const struct state *s)
+{
+	static const char *const sgr[] = {
+		[VD_STATE_FREE] = "32", [VD_STATE_SHARED] = "36", [VD_STATE_LEASED] = "33",
+		[VD_STATE_HELD] = "33", [VD_STATE_BUSY] = "31",	  [VD_STATE_LOST] = "1;31",
+		[VD_STATE_MIG] = NULL,
+	};
+
+	return s->known ? sgr[s->st.state] : NULL;
+}
+
+/* A row: index (or blank), name, state, and the rest of the columns as given. */
+static void print_row(const struct table *t, const char *index, const char *name,
+		      const struct state *s, const char *rest)
+{
+	char shown[NAME_COLUMNS + 8];
+
+	cli_printf("%3s  %-*s  ", index, t->w, cut(shown, sizeof(shown), name, t->w));
+	cli_print_colored(t->color, state_color(s), 6, s->known ? vd_state_name(s->st.state) : "?");
+	cli_printf("  %s\n", rest);
+}
+
+static void print_gpu(const struct table *t, size_t i)
+{
+	const struct vd_gpu *g = &t->sys->gpus[i];
+	struct vd_device_ref ref = { (unsigned)i, -1 };
+	struct state s = device_state(t->sys, t->leases, ref);
+	char index[16], mem[48], util[8], temp[8], power[16], cuda[16], rest[128];
+
+	snprintf(index, sizeof(index), "%u", g->index);
+	format_cuda(cuda, sizeof(cuda), t->res, ref);
+	if (g->lost) {
+		snprintf(rest, sizeof(rest), "%17s  %4s  %4s  %5s  %s", "-", "-", "-", "-", cuda);
+		print_row(t, index, g->name[0] ? g->name : g->uuid, &s, rest);
+		print_under("fell off the bus: never chosen (a reset or a reboot brings it back)");
+		return;
+	}
+	format_memory(mem, sizeof(mem), g->fields & VD_GPU_MEMORY, g->memory_used_mib,
+		      g->memory_total_mib);
+	snprintf(util, sizeof(util), g->fields & VD_GPU_UTILIZATION ? "%u%%" : "?",
+		 g->utilization_gpu);
+	snprintf(temp, sizeof(temp), g->fields & VD_GPU_TEMPERATURE ? "%dC" : "?",
+		 g->temperature_c);
+	snprintf(power, sizeof(power), g->fields & VD_GPU_POWER ? "%u W" : "?",
+		 (g->power_mw + 500) / 1000);
+	snprintf(rest, sizeof(rest), "%17s  %4s  %4s  %5s  %s", mem, util, temp, power,
+		 g->mig_mode && !vd_resolution_dropped(t->res, ref) ? "MIG mode" : cuda);
+	print_row(t, index, g->name, &s, rest);
+	print_processes(g);
+	print_leases(t->leases, g->uuid, &s);
+	for (size_t m = 0; m < g->nmig; m++) {
+		const struct vd_mig *mi = &g->mig[m];
+		struct vd_device_ref d = { (unsigned)i, (int)m };
+		struct state ms = device_state(t->sys, t->leases, d);
+		char label[96];
+
+		if (t->only_free && !state_free(&ms))
+			continue;
+		snprintf(label, sizeof(label), "  MIG %s gi %u ci %u", mi->profile, mi->gi, mi->ci);
+		format_memory(mem, sizeof(mem), mi->fields & VD_GPU_MEMORY, mi->memory_used_mib,
+			      mi->memory_total_mib);
+		format_cuda(cuda, sizeof(cuda), t->res, d);
+		snprintf(rest, sizeof(rest), "%17s  %4s  %4s  %5s  %s", mem, "", "", "", cuda);
+		print_row(t, "", label, &ms, rest);
+		print_under("%s", mi->uuid);
+		print_leases(t->leases, mi->uuid, &ms);
 	}
 }
 
-static void print_table(const struct vd_system *sys, const struct vd_resolution *res,
-			const struct vd_leases *leases)
+/* Whether --free shows GPU i: it, or one of its MIG devices, is free. */
+static int gpu_shown(const struct table *t, size_t i)
 {
-	int w = cli_name_width(sys);
+	const struct vd_gpu *g = &t->sys->gpus[i];
+	struct state s = device_state(t->sys, t->leases, (struct vd_device_ref){ (unsigned)i, -1 });
 
-	cli_printf("GPU  %-*s  %-17s  %4s  %4s  %5s  %-20s  %s\n", w, "NAME", "MEMORY USED/TOTAL",
-		   "UTIL", "TEMP", "POWER", "PROCESSES", "CUDA");
-	for (size_t i = 0; i < sys->ngpus; i++) {
-		const struct vd_gpu *g = &sys->gpus[i];
-		struct vd_device_ref ref = { (unsigned)i, -1 };
-		char mem[48], util[8], temp[8], power[16], procs[64], cuda[16];
-
-		format_cuda(cuda, sizeof(cuda), res, ref);
-		if (g->lost) {
-			cli_printf("%3u  %-*s  lost: fell off the bus, never chosen  %s\n",
-				   g->index, w, g->name[0] ? g->name : g->uuid, cuda);
-			continue;
-		}
-		format_memory(mem, sizeof(mem), g->fields & VD_GPU_MEMORY, g->memory_used_mib,
-			      g->memory_total_mib);
-		snprintf(util, sizeof(util), g->fields & VD_GPU_UTILIZATION ? "%u%%" : "?",
-			 g->utilization_gpu);
-		snprintf(temp, sizeof(temp), g->fields & VD_GPU_TEMPERATURE ? "%dC" : "?",
-			 g->temperature_c);
-		snprintf(power, sizeof(power), g->fields & VD_GPU_POWER ? "%u W" : "?",
-			 (g->power_mw + 500) / 1000);
-		format_processes(procs, sizeof(procs), g);
-		cli_printf("%3u  %-*s  %-17s  %4s  %4s  %5s  %-20s  %s\n", g->index, w, g->name,
-			   mem, util, temp, power, procs,
-			   g->mig_mode && !vd_resolution_dropped(res, ref) ? "MIG mode" : cuda);
-		print_leases(leases, g->uuid);
-		for (size_t m = 0; m < g->nmig; m++) {
-			const struct vd_mig *mi = &g->mig[m];
-			char label[96];
-
-			snprintf(label, sizeof(label), "  MIG %s gi %u ci %u", mi->profile, mi->gi,
-				 mi->ci);
-			format_memory(mem, sizeof(mem), mi->fields & VD_GPU_MEMORY,
-				      mi->memory_used_mib, mi->memory_total_mib);
-			format_cuda(cuda, sizeof(cuda), res,
-				    (struct vd_device_ref){ (unsigned)i, (int)m });
-			cli_printf("%3s  %-*s  %-17s  %4s  %4s  %5s  %-20s  %s\n", "", w, label,
-				   mem, "", "", "", mi->uuid, cuda);
-			print_leases(leases, mi->uuid);
-		}
+	if (!t->only_free || state_free(&s))
+		return 1;
+	for (size_t m = 0; m < g->nmig; m++) {
+		s = device_state(t->sys, t->leases, (struct vd_device_ref){ (unsigned)i, (int)m });
+		if (state_free(&s))
+			return 1;
 	}
+	return 0;
+}
+
+/* The table; returns how many GPUs it showed. */
+static size_t print_table(const struct table *t)
+{
+	size_t shown = 0;
+
+	for (size_t i = 0; i < t->sys->ngpus; i++) {
+		if (!gpu_shown(t, i))
+			continue;
+		if (!shown++)
+			cli_printf("GPU  %-*s  %-6s  %-17s  %4s  %4s  %5s  %s\n", t->w, "NAME",
+				   "STATE", "MEMORY USED/TOTAL", "UTIL", "TEMP", "POWER", "CUDA");
+		print_gpu(t, i);
+	}
+	return shown;
 }
 
 /* Whether a GPU of sys is in MIG mode, so that CUDA's devices are not all GPUs. */
@@ -291,13 +499,27 @@ int cmd_list(int argc, char **argv)
 	struct vd_resolution *res = NULL;
 	struct vd_leases *leases = NULL;
 	struct vd_line *line = NULL;
+	struct table t = { 0 };
+	const char *color = NULL;
 	char **notes = NULL;
 	size_t nnotes = 0;
-	int rc, lease_err;
+	int rc, opt;
 
-	rc = cli_parse_plain(&g, argc, argv, usage);
-	if (rc >= 0)
-		return rc;
+	while ((opt = cli_getopt(argc, argv, "h", options)) != -1) {
+		if (opt == 'f')
+			t.only_free = 1;
+		else if (opt == 'c')
+			color = optarg;
+		else if (!cli_global_option(&g, opt, optarg))
+			return EXIT_USAGE;
+	}
+	if (cli_wants_help(&g, usage))
+		return EXIT_OK;
+	if (optind < argc)
+		return cli_usage(argv[0], "list takes no arguments ('%s' given)", argv[optind]);
+	t.color = cli_color_choice(argv[0], color);
+	if (t.color < 0)
+		return EXIT_USAGE;
 	rc = cli_snapshot(&sys, &g);
 	if (rc)
 		return rc;
@@ -305,19 +527,35 @@ int cmd_list(int argc, char **argv)
 	if (rc)
 		goto out;
 	/* the GPUs are worth listing even when the lease directory cannot be read */
-	lease_err = vd_leases_read(&leases, cli_lease_dir(), sys);
-	if (lease_err)
+	if (vd_leases_read(&leases, cli_lease_dir(), sys)) {
 		cli_error("leases unknown: %s", vd_error_last());
-	else
+	} else {
 		line = cli_line(sys, leases);
+		/* what the line holds shows as held, and only in the states */
+		if (line && vd_line_holds(leases, line, sys))
+			cli_error("what the waiting requests hold is unknown: %s", vd_error_last());
+	}
 	if (g.json) {
-		rc = print_json(sys, res, leases, line);
+		rc = print_json(sys, res, leases, line, t.only_free);
 		goto out;
 	}
-	if (sys->ngpus)
-		print_table(sys, res, leases);
-	else
-		cli_printf("no GPU found\n");
+	t.sys = sys;
+	t.res = res;
+	t.leases = leases;
+	t.w = cli_name_width(sys);
+	if (t.w > NAME_COLUMNS)
+		t.w = NAME_COLUMNS;
+	if (!print_table(&t)) { /* no GPU, or none free */
+		if (!sys->ngpus)
+			cli_printf("no GPU found\n");
+		else
+			cli_printf("no GPU is free now: 'visdev list' shows who has them, and "
+				   "'visdev run --wait' waits in line for one\n");
+		if (t.only_free)
+			rc = EXIT_NONE;
+	}
+	if (t.only_free)
+		goto out;
 	cli_print_line(line, sys);
 	print_mapping(sys, res);
 	cli_print_notes(res->warnings, res->nwarnings);

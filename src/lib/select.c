@@ -38,8 +38,9 @@
  *   account for. Such memory is someone's job that NVML does not show (in
  *   a container, or where NVML lists only the caller's processes), or a
  *   job that started outside visdev a moment ago; it is busy, whatever the
- *   process list says. A MIG unit's memory is its own, and NVML lists no
- *   process per MIG unit: all of its used memory is unexplained;
+ *   process list says. MIG units are not judged so (NVML lists processes
+ *   per GPU, not per MIG unit, so their memory in use tells nothing of
+ *   whose it is): only their leases keep them;
  * - with max_util set, its utilisation is known and at most max_util. A
  *   MIG unit has its GPU's utilisation (mostly unknown: NVML does not
  *   report it in MIG mode), so max_util mostly rules MIG units out;
@@ -288,7 +289,8 @@ static int64_t unexplained_mib(const struct unit *u)
 	const struct vd_gpu *gpu = u->gpu;
 	uint64_t used, listed = 0;
 
-	if (u->nholders || u->mig || !(gpu->fields & VD_GPU_MEMORY))
+	/* a MIG unit is judged by its leases; a GPU in MIG mode by its MIG units */
+	if (u->nholders || u->mig || gpu->mig_mode || !(gpu->fields & VD_GPU_MEMORY))
 		return 0;
 	used = gpu->memory_used_mib;
 	for (size_t i = 0; (gpu->fields & VD_GPU_PROCESSES) && i < gpu->nprocesses; i++)

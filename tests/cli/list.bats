@@ -83,7 +83,7 @@ load helper
 	[ "$(jq -c '.gpus[1].mig[0] | [.gi, .ci, .profile]' <<<"$output")" = '[4294967295,3000000000,null]' ]
 	grep -q '"power_w": 26.8,' <<<"$output"
 	run "$VISDEV" --fixture big.json map --json MIG-5e1f0a2b
-	[ "$(jq -c '.devices[0].mig | [.gi, .ci, .profile]' <<<"$output")" = '[4294967295,3000000000,null]' ]
+	[ "$(jq -c '.devices[0] | [.gi, .ci, .profile]' <<<"$output")" = '[4294967295,3000000000,null]' ]
 }
 
 @test "list's CUDA column follows the MIG rules: one cuda:N, the rest dropped" {
@@ -162,19 +162,21 @@ load helper
 }
 
 @test "through the stand-in NVML, list gives the fixture backend's answers" {
+	# a process's user comes from /proc under NVML, and these pids are not ours
 	for f in mixed mig eight lost; do
-		want=$("$VISDEV" --fixture "$FIXTURES/$f.json" list --json)
-		got=$(mock "$FIXTURES/$f.json" list --json)
+		want=$("$VISDEV" --fixture "$FIXTURES/$f.json" list --json | jq 'del(.gpus[].processes[]?.user)')
+		got=$(mock "$FIXTURES/$f.json" list --json | jq 'del(.gpus[].processes[]?.user)')
 		[ "$got" = "$want" ] || { diff <(echo "$want") <(echo "$got"); return 1; }
 	done
 }
 
 @test "an older NVML without the versioned entry points gives the same answers" {
 	# such a driver has no NUMA query: that comes from sysfs, which has no fake GPUs
-	want=$("$VISDEV" --fixture "$FIXTURES/mixed.json" list --json | jq 'del(.gpus[].numa_node)')
+	want=$("$VISDEV" --fixture "$FIXTURES/mixed.json" list --json |
+		jq 'del(.gpus[].numa_node, .gpus[].processes[]?.user)')
 	got=$(MOCK_NVML_FIXTURE=$FIXTURES/mixed.json VISDEV_CUDA_LIB=$MOCK_NVML_DIR/libcuda.so.1 \
 		"$VISDEV" --nvml-lib "$MOCK_NVML_DIR/old/libnvidia-ml.so.1" list --json |
-		jq 'del(.gpus[].numa_node)')
+		jq 'del(.gpus[].numa_node, .gpus[].processes[]?.user)')
 	[ "$got" = "$want" ] || { diff <(echo "$want") <(echo "$got"); return 1; }
 }
 
@@ -226,4 +228,119 @@ load helper
 	CUDA_DEVICE_ORDER=PCI_BUS_ID run "$VISDEV" --demo list
 	assert_output_has "numbered in PCI bus order, as above (CUDA_DEVICE_ORDER=PCI_BUS_ID)"
 	[[ "$output" != *"CUDA_DEVICE_ORDER ="* ]]
+}
+
+@test "list gives every GPU a state, and each process its pid, user and memory, in text and JSON" {
+	run "$VISDEV" --demo list --json
+	assert_status 0
+	[ "$(jq -c '[.gpus[].state]' <<<"$output")" = '["busy","free","busy","free"]' ]
+	[ "$(jq -c '.gpus[2].processes[0] | [.pid, .user, .used_mib, .name]' <<<"$output")" = \
+		'[40211,"li",9214,"python"]' ]
+	[ "$(jq -c '[.gpus[].reservable_mib]' <<<"$output")" = \
+		"$(jq -c '[.gpus[].memory_free_mib]' <<<"$output")" ]
+	run "$VISDEV" --demo list --color=never
+	[[ "${lines[1]}" =~ ^\ +0\ +Tesla\ V100-SXM2-32GB\ +busy\ + ]]
+	[[ "${lines[2]}" =~ ^\ +pid\ 31842\ +wang\ +29\.2\ GiB\ +python$ ]]
+	[[ "${lines[3]}" =~ ^\ +1\ +Tesla\ P100-PCIE-16GB\ +free\ + ]]
+	# memory in use that no listed process explains is said under the GPU
+	run "$VISDEV" --fixture "$FIXTURES/mixed.json" list
+	assert_output_has "10.0 GiB in use that no lease and no listed process explains"
+	[ "$("$VISDEV" --fixture "$FIXTURES/mixed.json" list --json | jq -r '.gpus[3].state')" = busy ]
+	[ "$("$VISDEV" --fixture "$FIXTURES/lost.json" list --json | jq -r '.gpus[1].state')" = lost ]
+}
+
+@test "leased, shared with what is left to reserve, and --free shows only what a job could have" {
+	"$VISDEV" --demo run -- sleep 30 &
+	job1=$!
+	wait_for eval '[ "$("$VISDEV" --demo leases --json | jq ".leases | length")" -eq 1 ]'
+	"$VISDEV" --demo run --mem 4G -- sleep 30 &
+	job2=$!
+	wait_for eval '[ "$("$VISDEV" --demo leases --json | jq ".leases | length")" -eq 2 ]'
+	run "$VISDEV" --demo list --json
+	kill "$job1" "$job2"
+	# the exclusive job took GPU 1 (most free), the shared one GPU 3
+	[ "$(jq -c '[.gpus[].state]' <<<"$output")" = '["busy","leased","busy","shared"]' ]
+	[ "$(jq '.gpus[1].reservable_mib' <<<"$output")" -eq 0 ]
+	free3=$(jq '.gpus[3].memory_free_mib' <<<"$output")
+	[ "$(jq '.gpus[3].reservable_mib' <<<"$output")" -eq $((free3 - 4096)) ]
+	wait_for gone "$job1"
+	wait_for gone "$job2"
+	run "$VISDEV" --demo list --free --json
+	assert_status 0
+	[ "$(jq -c '[.gpus[].index]' <<<"$output")" = '[1,3]' ]
+	run "$VISDEV" --demo list --free --color=never
+	assert_status 0
+	[ "${#lines[@]}" -eq 3 ] # the header and GPUs 1 and 3
+	[[ "${lines[1]}" == *" free "* && "${lines[2]}" == *" free "* ]]
+	# neither the lost GPU nor the busy one
+	run "$VISDEV" --fixture "$FIXTURES/lost.json" list --free --json
+	[ "$(jq -c '[.gpus[].index]' <<<"$output")" = '[0]' ]
+}
+
+@test "list --free with nothing free says so and exits 3" {
+	"$VISDEV" --fixture "$FIXTURES/one.json" run -- sleep 30 &
+	job=$!
+	wait_for eval '[ "$("$VISDEV" --fixture "$FIXTURES/one.json" leases --json | jq ".leases | length")" -eq 1 ]'
+	run "$VISDEV" --fixture "$FIXTURES/one.json" list --free
+	kill "$job"
+	assert_status 3
+	assert_output_has "no GPU is free now"
+	assert_output_has "visdev run --wait"
+}
+
+# The offsets at which the header's words begin, and where each row's do.
+columns_ok() {
+	awk -v max=100 '
+		length($0) > max { print "too wide (" length($0) "): " $0; bad = 1 }
+		NR == 1 { state = index($0, "STATE"); mem = index($0, "MEMORY"); cuda = index($0, "CUDA"); next }
+		/^$/ { exit }
+		# a GPU row, or a MIG row: the state word starts under STATE, the memory ends under its header
+		/^ *[0-9]+  / || /^       MIG [^-]/ {
+			w = substr($0, state, 7)
+			if (w !~ /^(free|shared|leased|held|busy|lost|mig) /) { print "STATE misaligned: " $0; bad = 1 }
+			if (substr($0, mem + 16, 1) !~ /[B?-]/) { print "MEMORY misaligned: " $0; bad = 1 }
+			if (substr($0, cuda, 4) !~ /^(cuda|drop|hidd|MIG )/) { print "CUDA misaligned: " $0; bad = 1 }
+		}
+		END { exit bad }'
+}
+
+@test "every line of list's table fits 100 columns and stays aligned: MIG, a lost GPU, long names" {
+	for f in layout mig lost mixed eight select-mig; do
+		run "$VISDEV" --fixture "$FIXTURES/$f.json" list --color=never
+		assert_status 0
+		columns_ok <<<"$output" || { echo "in $f.json"; return 1; }
+	done
+	run "$VISDEV" --fixture "$FIXTURES/layout.json" list --color=never
+	# a long name is cut, not the columns after it
+	assert_output_has "NVIDIA H100 NVL Extra Long Model Na.."
+	[ "$(grep -c '^       MIG [0-9]' <<<"$output")" -eq 20 ]
+	[ "$(grep -c '^       MIG-' <<<"$output")" -eq 20 ]
+}
+
+@test "the states are coloured on a terminal, not in a pipe, never with NO_COLOR or --color=never" {
+	run "$VISDEV" --demo list
+	[[ "$output" != *$'\e['* ]]
+	run "$VISDEV" --demo list --color=always
+	assert_output_has $'\e[32mfree  \e[0m'
+	assert_output_has $'\e[31mbusy  \e[0m'
+	run "$VISDEV" --demo list --color=sometimes
+	assert_status 2
+	[ "${#lines[@]}" -eq 1 ]
+	assert_output_has "--color is auto, always or never, not 'sometimes'"
+	# a real terminal: colour by default, none with NO_COLOR set
+	colored=$(on_terminal "$VISDEV --demo list")
+	plain=$(on_terminal "NO_COLOR=1 $VISDEV --demo list")
+	[[ "$colored" == *$'\e[32mfree'* ]]
+	[[ "$plain" == *free* && "$plain" != *$'\e['* ]]
+}
+
+# What a terminal (tmux) shows, escapes kept, once the command $1 has run on it.
+on_terminal() {
+	local sock="vd-$$-$BATS_TEST_NUMBER" screen
+	tmux -L "$sock" -f /dev/null new-session -d -s main -x 120 -y 30 \
+		"env TERM=xterm sh -c '$1; echo END-OF-COMMAND; sleep 30'"
+	wait_for eval "tmux -L $sock capture-pane -p -t main | grep -q END-OF-COMMAND"
+	screen=$(tmux -L "$sock" capture-pane -p -e -t main)
+	tmux -L "$sock" kill-server 2>/dev/null || true
+	printf '%s\n' "$screen"
 }

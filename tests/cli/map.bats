@@ -163,8 +163,8 @@ load helper
 	run "$VISDEV" --fixture "$FIXTURES/mig.json" map "$mig" --json
 	assert_status 0
 	# driver 550: one MIG device in all, the first named
-	[ "$(jq -c '[.devices[] | [.cuda, .mig.gi]]' <<<"$output")" = "[[0,1]]" ]
-	[ "$(jq -c '[.not_enumerated[] | [.position, .reason, .mig.gi]]' <<<"$output")" = \
+	[ "$(jq -c '[.devices[] | [.cuda, .gi]]' <<<"$output")" = "[[0,1]]" ]
+	[ "$(jq -c '[.not_enumerated[] | [.position, .reason, .gi]]' <<<"$output")" = \
 		'[[1,"one-mig",5],[2,"one-mig",13]]' ]
 	jq -e '.not_enumerated | all(has("cuda") | not)' <<<"$output"
 	jq -e '.warnings | map(test("one MIG device in all")) | any' <<<"$output"

@@ -184,10 +184,10 @@ load helper
 	# mig.json: GPU 0 has 40960 MiB, 7460 used; its 3g.20gb instance 20096, 7210 used
 	run "$VISDEV" --fixture "$FIXTURES/mig.json" pick --json --exclude 1 --policy pack --min-free 12G
 	assert_status 0
-	[ "$(jq -c '[.devices[] | [.mig.profile, .memory_free_mib]]' <<<"$output")" = \
+	[ "$(jq -c '[.devices[] | [.profile, .memory_free_mib]]' <<<"$output")" = \
 		'[["3g.20gb",12886]]' ]
 	run "$VISDEV" --fixture "$FIXTURES/mig.json" pick --json --exclude 1 --policy pack
-	[ "$(jq -c '[.devices[] | [.mig.profile, .memory_free_mib]]' <<<"$output")" = \
+	[ "$(jq -c '[.devices[] | [.profile, .memory_free_mib]]' <<<"$output")" = \
 		'[["2g.10gb",9971]]' ]
 }
 
