@@ -229,7 +229,7 @@ json_t *cli_json_line_ignored(const struct vd_line *line);
 /* The line as a table (nothing when empty), and what was ignored, on stderr. */
 void cli_print_line(const struct vd_line *line, const struct vd_system *sys);
 
-/* A lease as JSON: {"user", "pid", "pgid", "command", "since", "mode", "mem_mib"}. */
+/* A lease as JSON: {"user", "uid", "pid", "pgid", "command", "since", "mode", "mem_mib"}. */
 json_t *cli_json_lease(const struct vd_lease_holder *h);
 
 /*

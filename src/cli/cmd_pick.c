@@ -55,6 +55,29 @@ static void print_shell_none(int fish)
 	cli_printf(fish ? "false;\n" : "false\n");
 }
 
+/*
+ * Reason i as JSON: the device (as in map --json; {"index": null} for the
+ * request as a whole), "reason" (the stable code) and "why" (the line,
+ * without the device's label before it).
+ */
+static json_t *json_reason(const struct vd_system *sys, const struct vd_choice *choice, size_t i)
+{
+	const struct vd_reason *r = &choice->why[i];
+	const char *why = choice->reasons[i], *colon;
+	json_t *o;
+
+	if (r->device.gpu == VD_NO_GPU) {
+		o = json_pack("{s:n}", "index");
+	} else {
+		o = cli_json_device(sys, r->device);
+		if ((colon = strstr(why, ": ")))
+			why = colon + 2;
+	}
+	json_object_set_new(o, "reason", json_string(r->code));
+	json_object_set_new(o, "why", cli_json_str(why));
+	return o;
+}
+
 static int print_json(const struct vd_system *sys, const struct vd_choice *choice,
 		      const char *value)
 {
@@ -70,7 +93,7 @@ static int print_json(const struct vd_system *sys, const struct vd_choice *choic
 		json_array_append_new(devs, d);
 	}
 	for (size_t i = 0; choice && i < choice->nreasons; i++)
-		json_array_append_new(reasons, cli_json_str(choice->reasons[i]));
+		json_array_append_new(reasons, json_reason(sys, choice, i));
 	if (value)
 		env = json_pack("{s:s, s:s}", "CUDA_VISIBLE_DEVICES", value, "CUDA_DEVICE_ORDER",
 				"PCI_BUS_ID");

@@ -39,7 +39,7 @@ leases_name_jobs() {
 		"$0" --fixture "$1" --json leases > leases.json' "$VISDEV" "$FIXTURES/four.json"
 	assert_status 0
 	[ "$(jq -c 'keys' lease.json)" = \
-		'["command","devices","lease_dir","mem_mib","mode","pgid","pid","since","user"]' ]
+		'["command","devices","lease_dir","mem_mib","mode","pgid","pid","since","uid","user"]' ]
 	[ "$(jq .pid lease.json)" = "$(cat job.pid)" ]
 	[ "$(jq .pgid lease.json)" = "$(cat job.pid)" ]
 	[ "$(jq -r .lease_dir lease.json)" = "$VISDEV_LEASE_DIR" ]
