@@ -339,11 +339,15 @@ static int print_text(const struct vd_system *sys, const struct vd_resolution *r
 		cli_printf("CUDA_VISIBLE_DEVICES='%s'", value);
 	else
 		cli_printf("CUDA_VISIBLE_DEVICES unset");
-	cli_printf(", ordinals counted %s\n",
-		   res->order == VD_ORDER_PCI ?
-			   "in PCI bus order (CUDA_DEVICE_ORDER=PCI_BUS_ID)" :
-			   "fastest first (CUDA_DEVICE_ORDER=FASTEST_FIRST, the "
-			   "default)");
+	if (res->uuid_form)
+		cli_printf(
+			", UUIDs: numbered in the order written, whatever CUDA_DEVICE_ORDER says\n");
+	else
+		cli_printf(", %s %s\n", value ? "ordinals counted" : "devices numbered",
+			   res->order == VD_ORDER_PCI ?
+				   "in PCI bus order (CUDA_DEVICE_ORDER=PCI_BUS_ID)" :
+				   "fastest first (CUDA_DEVICE_ORDER=FASTEST_FIRST, the "
+				   "default)");
 	for (size_t i = 0; i < res->ndevices; i++) {
 		cli_printf("cuda:%zu -> ", i);
 		cli_print_device(sys, res->devices[i], w);

@@ -30,6 +30,17 @@ load helper
 	assert_output_has "ordinal 2 is GPU 3, not GPU 2 as nvidia-smi numbers"
 }
 
+@test "map's first line says what the value is: ordinals, UUIDs or unset" {
+	run "$VISDEV" --demo map 1 --order pci
+	[ "${lines[0]}" = "CUDA_VISIBLE_DEVICES='1', ordinals counted in PCI bus order (CUDA_DEVICE_ORDER=PCI_BUS_ID)" ]
+	# UUIDs name GPUs whatever the order: no talk of ordinals
+	run "$VISDEV" --demo map GPU-b61e4c27,GPU-8932f937
+	[ "${lines[0]}" = "CUDA_VISIBLE_DEVICES='GPU-b61e4c27,GPU-8932f937', UUIDs: numbered in the order written, whatever CUDA_DEVICE_ORDER says" ]
+	[[ "${lines[1]}" == "cuda:0 -> GPU 2 "* ]]
+	run "$VISDEV" --demo map --unset
+	[[ "${lines[0]}" == "CUDA_VISIBLE_DEVICES unset, devices numbered fastest first "* ]]
+}
+
 @test "map --json has the contract's keys" {
 	run "$VISDEV" --demo map 0,2 --order pci --json
 	assert_status 0
