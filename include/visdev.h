@@ -244,6 +244,12 @@ struct vd_device_ref {
 };
 
 /*
+ * The device whose UUID is uuid (a GPU's, or a MIG device's) into *out.
+ * Returns 0, or VD_ENOTFOUND when the snapshot has no such device.
+ */
+VD_API int vd_system_find(struct vd_device_ref *out, const struct vd_system *sys, const char *uuid);
+
+/*
  * The free memory of a device of sys: a whole GPU's (vd_gpu_memory_free_mib),
  * or a MIG instance's own, never its parent's; -1 when unknown.
  */

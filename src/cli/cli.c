@@ -1,6 +1,7 @@
 /*
  * cli.c - helpers every command uses.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <pwd.h>
 #include <stdarg.h>
@@ -299,10 +300,32 @@ json_t *cli_json_device(const struct vd_system *sys, struct vd_device_ref d)
 	return o;
 }
 
-/* "MIG 3g.40gb (gi 1 ci 0)": how a MIG device is named in tables. */
-static size_t mig_label(char *buf, size_t n, const struct vd_mig *m)
+size_t cli_mig_label(char *buf, size_t n, const struct vd_mig *m)
 {
-	return (size_t)snprintf(buf, n, "MIG %s (gi %u ci %u)", m->profile, m->gi, m->ci);
+	return (size_t)snprintf(buf, n, "MIG %s gi %u ci %u", m->profile, m->gi, m->ci);
+}
+
+void cli_device_short(char *buf, size_t n, const struct vd_system *sys, struct vd_device_ref d)
+{
+	if (d.mig < 0)
+		snprintf(buf, n, "GPU %u", d.gpu);
+	else
+		snprintf(buf, n, "GPU %u gi %u ci %u", d.gpu, sys->gpus[d.gpu].mig[d.mig].gi,
+			 sys->gpus[d.gpu].mig[d.mig].ci);
+}
+
+void cli_devices_text(char *buf, size_t n, const struct vd_system *sys,
+		      const struct vd_device_ref *d, size_t nd)
+{
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < nd && len + 1 < n; i++) {
+		char one[64];
+
+		cli_device_short(one, sizeof(one), sys, d[i]);
+		len += (size_t)snprintf(buf + len, n - len, "%s%s", i ? ", " : "", one);
+	}
 }
 
 int cli_name_width(const struct vd_system *sys)
@@ -314,27 +337,59 @@ int cli_name_width(const struct vd_system *sys)
 		if (strlen(sys->gpus[i].name) > w)
 			w = strlen(sys->gpus[i].name);
 		for (size_t m = 0; m < sys->gpus[i].nmig; m++)
-			if (mig_label(label, sizeof(label), &sys->gpus[i].mig[m]) > w)
+			if (cli_mig_label(label, sizeof(label), &sys->gpus[i].mig[m]) > w)
 				w = strlen(label);
 	}
 	return (int)w;
 }
 
-void cli_print_device(const struct vd_system *sys, struct vd_device_ref d, int name_width)
+/*
+ * A PCI bus id as Linux writes it ("0000:86:00.0") when NVML's eight-digit
+ * domain fits four digits, as it does on nearly every machine; else as is.
+ */
+static const char *short_bus_id(const char *id)
+{
+	return strncmp(id, "0000", 4) == 0 && strlen(id) == 16 ? id + 4 : id;
+}
+
+void cli_device_columns(struct cli_device_columns *out, const struct vd_system *sys, int label)
+{
+	size_t rest, widest_uuid = 0, widest_bus = 0;
+
+	out->label = label;
+	out->index = snprintf(NULL, 0, "%zu", sys->ngpus ? sys->ngpus - 1 : 0);
+	for (size_t i = 0; i < sys->ngpus; i++) {
+		const struct vd_gpu *gpu = &sys->gpus[i];
+
+		widest_uuid = strlen(gpu->uuid) > widest_uuid ? strlen(gpu->uuid) : widest_uuid;
+		for (size_t m = 0; m < gpu->nmig; m++)
+			if (strlen(gpu->mig[m].uuid) > widest_uuid)
+				widest_uuid = strlen(gpu->mig[m].uuid);
+		if (strlen(short_bus_id(gpu->pci_bus_id)) > widest_bus)
+			widest_bus = strlen(short_bus_id(gpu->pci_bus_id));
+	}
+	/* "GPU N  NAME  UUID  BUS" */
+	rest = (size_t)label + 4 + (size_t)out->index + 2 + 2 + widest_uuid + 2 + widest_bus;
+	out->name = cli_name_width(sys);
+	if (rest + (size_t)out->name > CLI_COLUMNS)
+		out->name = rest + 8 < CLI_COLUMNS ? (int)(CLI_COLUMNS - rest) : 8;
+}
+
+void cli_print_device(const struct vd_system *sys, const struct cli_device_columns *c,
+		      const char *label, struct vd_device_ref d)
 {
 	const struct vd_gpu *gpu = &sys->gpus[d.gpu];
+	const char *uuid = gpu->uuid, *name = gpu->name;
+	char mig[64], shown[256];
 
 	if (d.mig >= 0) {
-		const struct vd_mig *m = &gpu->mig[d.mig];
-		char label[64];
-
-		mig_label(label, sizeof(label), m);
-		cli_printf("GPU %u  %-*s  %s  %s\n", gpu->index, name_width, label, m->uuid,
-			   gpu->pci_bus_id);
-		return;
+		cli_mig_label(mig, sizeof(mig), &gpu->mig[d.mig]);
+		uuid = gpu->mig[d.mig].uuid;
+		name = mig;
 	}
-	cli_printf("GPU %u  %-*s  %s  %s%s\n", gpu->index, name_width, gpu->name, gpu->uuid,
-		   gpu->pci_bus_id, gpu->lost ? "  (lost: fell off the bus)" : "");
+	cli_printf("%-*sGPU %-*u  %-*s  %s  %s\n", c->label, label, c->index, gpu->index, c->name,
+		   cli_cut(shown, sizeof(shown), name, c->name), uuid,
+		   short_bus_id(gpu->pci_bus_id));
 }
 
 int cli_parse_index_list(unsigned **out, size_t *nout, const char *option, const char *text)
@@ -547,44 +602,71 @@ int cli_child_value(char **out, const struct vd_system *sys, const struct vd_res
 	return EXIT_OK;
 }
 
-/* What a reason line says of a whole GPU ("GPU 3: excluded" -> "excluded"), else NULL. */
-static const char *whole_gpu_reason(const char *line, unsigned *gpu)
+const char *cli_reason_text(const struct vd_choice *choice, size_t i)
 {
-	int end = 0;
+	const char *line = choice->reasons[i], *colon;
 
-	if (sscanf(line, "GPU %u: %n", gpu, &end) < 1 || !end)
-		return NULL;
-	return line + end;
+	if (choice->why[i].device.gpu == VD_NO_GPU || !(colon = strstr(line, ": ")))
+		return line;
+	return colon + 2;
 }
 
-void cli_print_reasons(const struct vd_choice *choice)
+/*
+ * The devices whose reasons, from i on, say what reason i says, marked in
+ * told; named in buf ("GPUs 0, 1, 3", "GPU 0 gi 7 ci 0, GPU 7 and 19 more").
+ * Returns how many there are.
+ */
+static size_t same_reason(char *buf, size_t n, const struct vd_choice *choice,
+			  const struct vd_system *sys, size_t i, unsigned char *told)
+{
+	const char *why = cli_reason_text(choice, i);
+	size_t count = 0, shown = 0, len = 0;
+	int mig = 0;
+
+	for (size_t j = i; j < choice->nreasons; j++)
+		if (choice->why[j].device.gpu != VD_NO_GPU &&
+		    !strcmp(cli_reason_text(choice, j), why))
+			mig |= choice->why[j].device.mig >= 0;
+	buf[0] = '\0';
+	for (size_t j = i; j < choice->nreasons; j++) {
+		struct vd_device_ref d = choice->why[j].device;
+		char one[64];
+
+		if (d.gpu == VD_NO_GPU || strcmp(cli_reason_text(choice, j), why))
+			continue;
+		told[j] = 1;
+		count++;
+		if (mig && sys)
+			cli_device_short(one, sizeof(one), sys, d);
+		else
+			snprintf(one, sizeof(one), "%u", d.gpu);
+		/* names up to about a line, then a count */
+		if (shown + 1 == count && len + strlen(one) + 2 < (mig ? 60 : n - 16)) {
+			len += (size_t)snprintf(buf + len, n - len, "%s%s", shown ? ", " : "", one);
+			shown++;
+		}
+	}
+	if (shown < count && len + 1 < n)
+		snprintf(buf + len, n - len, " and %zu more", count - shown);
+	return count;
+}
+
+void cli_print_reasons(const struct vd_choice *choice, const struct vd_system *sys)
 {
 	size_t n = choice ? choice->nreasons : 0;
 	unsigned char *told = calloc(n ? n : 1, 1);
 
 	for (size_t i = 0; i < n; i++) {
-		char gpus[512] = "";
-		size_t len = 0, same = 0;
-		unsigned gpu = 0;
-		const char *why = told ? whole_gpu_reason(choice->reasons[i], &gpu) : NULL;
+		char devices[512];
 
 		if (told && told[i])
 			continue;
-		/* the GPUs that all say the same thing, on one line */
-		if (why)
-			len = (size_t)snprintf(gpus, sizeof(gpus), "%u", gpu);
-		for (size_t j = i + 1; why && j < n; j++) {
-			const char *other = whole_gpu_reason(choice->reasons[j], &gpu);
-
-			if (other && !strcmp(other, why) && len + 16 < sizeof(gpus)) {
-				len += (size_t)snprintf(gpus + len, sizeof(gpus) - len, ", %u",
-							gpu);
-				told[j] = 1;
-				same++;
-			}
-		}
-		if (same)
-			cli_fprintf(stderr, "  GPUs %s: %s\n", gpus, why);
+		/* the devices that all say the same thing, on one line */
+		if (told && choice->why[i].device.gpu != VD_NO_GPU &&
+		    same_reason(devices, sizeof(devices), choice, sys, i, told) > 1)
+			cli_fprintf(stderr, "  %s%s: %s\n",
+				    isdigit((unsigned char)devices[0]) ? "GPUs " : "", devices,
+				    cli_reason_text(choice, i));
 		else
 			cli_fprintf(stderr, "  %s\n", choice->reasons[i]);
 	}
@@ -677,51 +759,78 @@ json_t *cli_json_line_ignored(const struct vd_line *line)
 	return a;
 }
 
+/* A size in MiB as an option takes it: "40G" when whole gibibytes, else "40960M". */
+static const char *option_size(char *buf, size_t n, uint64_t mib)
+{
+	if (mib % 1024)
+		snprintf(buf, n, "%lluM", (unsigned long long)mib);
+	else
+		snprintf(buf, n, "%lluG", (unsigned long long)(mib / 1024));
+	return buf;
+}
+
+/* What waiter w asked, as the options that ask it: "-n 2 --mem 10G". */
+static void format_asked(char *buf, size_t n, const struct vd_waiting *w)
+{
+	size_t len = (size_t)snprintf(buf, n, "-n %u", w->n);
+	char size[32];
+
+	if (w->mem_mib && len < n)
+		len += (size_t)snprintf(buf + len, n - len, " --mem %s",
+					option_size(size, sizeof(size), w->mem_mib));
+	if (w->min_free_mib && len < n)
+		len += (size_t)snprintf(buf + len, n - len, " --min-free %s",
+					option_size(size, sizeof(size), w->min_free_mib));
+	if (w->max_util >= 0 && len < n)
+		len += (size_t)snprintf(buf + len, n - len, " --max-util %d", w->max_util);
+	if (w->model[0] && len < n)
+		snprintf(buf + len, n - len, " --model %s", w->model);
+}
+
+/* What waiter w holds, for people: "GPU 1, GPU 3 (starting)", "-". */
+static void format_holds(char *buf, size_t n, const struct vd_waiting *w,
+			 const struct vd_system *sys)
+{
+	snprintf(buf, n, "-");
+	if (!sys || !w->nholds)
+		return;
+	cli_devices_text(buf, n, sys, w->holds, w->nholds);
+	if (w->ready && strlen(buf) + 1 < n)
+		snprintf(buf + strlen(buf), n - strlen(buf), " (starting)");
+}
+
 void cli_print_line(const struct vd_line *line, const struct vd_system *sys)
 {
+	static const struct cli_column columns[] = {
+		{ "PLACE", 5, 1 },  { "USER", 10, 0 },	{ "PID", 7, 1 },     { "SINCE", 25, 0 },
+		{ "ASKED", 18, 0 }, { "HOLDS", 12, 0 }, { "COMMAND", 0, 0 },
+	};
+	struct cli_table t;
+
 	if (!line)
 		return;
 	for (size_t i = 0; i < line->nignored; i++)
 		cli_error("%s", line->ignored[i]);
 	if (!line->n)
 		return;
-	cli_printf("\n");
-	cli_printf("waiting in line, first come first served:\n");
-	cli_printf("%5s  %-10s  %7s  %-25s  %-22s  %-16s  %s\n", "PLACE", "USER", "PID", "SINCE",
-		   "ASKED", "HOLDS", "COMMAND");
+	cli_table_init(&t, columns, sizeof(columns) / sizeof(columns[0]));
 	for (size_t i = 0; i < line->n; i++) {
 		const struct vd_waiting *w = &line->waiting[i];
-		char since[32], asked[160], holds[160] = "-";
-		size_t len, hl = 0;
+		char since[32], asked[160], holds[160], place[16], pid[16];
 
 		vd_format_time(since, sizeof(since), w->since);
-		len = (size_t)snprintf(asked, sizeof(asked), "-n %u", w->n);
-		if (w->mem_mib && len < sizeof(asked))
-			len += (size_t)snprintf(asked + len, sizeof(asked) - len, " --mem %lluM",
-						(unsigned long long)w->mem_mib);
-		if (w->min_free_mib && len < sizeof(asked))
-			len += (size_t)snprintf(asked + len, sizeof(asked) - len,
-						" --min-free %lluM",
-						(unsigned long long)w->min_free_mib);
-		if (w->max_util >= 0 && len < sizeof(asked))
-			len += (size_t)snprintf(asked + len, sizeof(asked) - len, " --max-util %d",
-						w->max_util);
-		if (w->model[0] && len < sizeof(asked))
-			snprintf(asked + len, sizeof(asked) - len, " --model %s", w->model);
-		for (size_t k = 0; sys && k < w->nholds && hl < sizeof(holds); k++) {
-			const struct vd_device_ref d = w->holds[k];
-
-			hl += (size_t)snprintf(holds + hl, sizeof(holds) - hl, "%s%u",
-					       k ? "," : "GPU ", d.gpu);
-			if (d.mig >= 0 && hl < sizeof(holds))
-				hl += (size_t)snprintf(holds + hl, sizeof(holds) - hl, "/mig%d",
-						       d.mig);
-		}
-		if (w->ready && hl && hl < sizeof(holds))
-			snprintf(holds + hl, sizeof(holds) - hl, " (starting)");
-		cli_printf("%5u  %-10s  %7d  %-25s  %-22s  %-16s  %s\n", w->place, w->user,
-			   (int)w->pid, since, asked, holds, w->command);
+		format_asked(asked, sizeof(asked), w);
+		format_holds(holds, sizeof(holds), w, sys);
+		snprintf(place, sizeof(place), "%u", w->place);
+		snprintf(pid, sizeof(pid), "%d", (int)w->pid);
+		if (cli_table_add(&t, place, w->user, pid, since, asked, holds, w->command))
+			cli_error(
+				"out of memory: the line lacks a request; see 'visdev leases --json'");
 	}
+	cli_printf("\n");
+	cli_printf("waiting in line, first come first served:\n");
+	cli_table_print(&t);
+	cli_table_release(&t);
 }
 
 const char *cli_lease_dir(void)

@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "quote.h"
+#include "table.h"
 #include "visdev.h"
 
 /* Exit codes, documented in visdev(1). */
@@ -118,11 +119,36 @@ json_t *cli_json_known_int(int known, long long value);
  */
 json_t *cli_json_device(const struct vd_system *sys, struct vd_device_ref d);
 
-/* Writes a device in one line for people: "GPU 2  NVIDIA ...  GPU-...  00000000:..." */
-void cli_print_device(const struct vd_system *sys, struct vd_device_ref d, int name_width);
+/* "GPU 2", or "GPU 0 gi 7 ci 0" for a MIG device: a device in a narrow column. */
+void cli_device_short(char *buf, size_t n, const struct vd_system *sys, struct vd_device_ref d);
 
-/* The widest GPU name of a snapshot, for aligned columns. */
+/* Devices for people, in one line: "GPU 1, GPU 3 gi 7 ci 0". */
+void cli_devices_text(char *buf, size_t n, const struct vd_system *sys,
+		      const struct vd_device_ref *d, size_t nd);
+
+/* "MIG 3g.40gb gi 1 ci 0": how a MIG device is named in tables. Returns its length. */
+size_t cli_mig_label(char *buf, size_t n, const struct vd_mig *m);
+
+/* The widest GPU name (or MIG device's label) of a snapshot. */
 int cli_name_width(const struct vd_system *sys);
+
+/* The columns of a table of devices, one a line (cli_print_device). */
+struct cli_device_columns {
+	int label; /* what comes before "GPU N" ("cuda:0 -> ") */
+	int index; /* the GPU index */
+	int name;  /* the name, cut to fit CLI_COLUMNS */
+};
+
+/* The columns for the devices of sys, each line starting with label columns. */
+void cli_device_columns(struct cli_device_columns *out, const struct vd_system *sys, int label);
+
+/*
+ * Writes device d in one line for people, after label:
+ * "cuda:0 -> GPU 2  NVIDIA ...  GPU-...  0000:86:00.0", the PCI bus id with a
+ * four-digit domain where it has one. That a GPU is lost is for the caller to say.
+ */
+void cli_print_device(const struct vd_system *sys, const struct cli_device_columns *c,
+		      const char *label, struct vd_device_ref d);
 
 /*
  * Parses a comma-separated list of whole numbers ("0,2,3") into a new
@@ -203,9 +229,14 @@ int cli_note_own_leases(const struct vd_system *sys);
 
 /*
  * Prints the reasons no GPU fitted, one "  GPU 3: ..." line each, to stderr;
- * whole GPUs that all say the same are one line: "  GPUs 0, 1, 5: excluded".
+ * devices that all say the same are one line: "  GPUs 0, 1, 5: excluded",
+ * "  GPU 0 gi 7 ci 0, GPU 0 gi 9 ci 1 and 6 more: leased by ..." (sys names
+ * the MIG devices; NULL names their GPUs).
  */
-void cli_print_reasons(const struct vd_choice *choice);
+void cli_print_reasons(const struct vd_choice *choice, const struct vd_system *sys);
+
+/* What reason i says, without the device's label before it: "excluded". */
+const char *cli_reason_text(const struct vd_choice *choice, size_t i);
 
 /*
  * The lease directory, as vd_lease_dir() names it. The first call in a

@@ -16,28 +16,49 @@ static const char usage[] =
 	"in line, first first: what each asked, since when, and the GPUs it holds.\n"
 	"\n" CLI_GLOBAL_USAGE;
 
-/* "GPU 2", "GPU 4 MIG 1g.10gb", or the UUID when the device is not in the snapshot. */
+/* "GPU 2", "GPU 4 gi 1 ci 0", or the UUID when the device is not in the snapshot. */
 static void device_label(char *buf, size_t n, const struct vd_system *sys, const char *uuid,
 			 int *index)
 {
-	*index = -1;
-	for (size_t i = 0; sys && i < sys->ngpus; i++) {
-		const struct vd_gpu *g = &sys->gpus[i];
+	struct vd_device_ref d;
 
-		if (!strcmp(g->uuid, uuid)) {
-			*index = (int)i;
-			snprintf(buf, n, "GPU %zu", i);
-			return;
-		}
-		for (size_t m = 0; m < g->nmig; m++) {
-			if (!strcmp(g->mig[m].uuid, uuid)) {
-				*index = (int)i;
-				snprintf(buf, n, "GPU %zu MIG %s", i, g->mig[m].profile);
-				return;
-			}
-		}
+	*index = -1;
+	if (!sys || vd_system_find(&d, sys, uuid)) {
+		snprintf(buf, n, "%s", uuid);
+		return;
 	}
-	snprintf(buf, n, "%s", uuid);
+	*index = (int)d.gpu;
+	cli_device_short(buf, n, sys, d);
+}
+
+/* The leases as a table, the command cut to fit. */
+static void print_leases(const struct vd_leases *leases, const struct vd_system *sys)
+{
+	static const struct cli_column columns[] = {
+		{ "DEVICE", 18, 0 }, { "USER", 10, 0 }, { "PID", 7, 1 },
+		{ "SINCE", 25, 0 },  { "MODE", 15, 0 }, { "COMMAND", 0, 0 },
+	};
+	struct cli_table t;
+
+	cli_table_init(&t, columns, sizeof(columns) / sizeof(columns[0]));
+	for (size_t i = 0; i < leases->n; i++) {
+		const struct vd_lease_holder *h = &leases->holders[i];
+		char label[VD_UUID_MAX + 32], since[32], mode[32], pid[16];
+		int index;
+
+		device_label(label, sizeof(label), sys, h->uuid, &index);
+		vd_format_time(since, sizeof(since), h->since);
+		if (h->mode == VD_LEASE_SHARED)
+			snprintf(mode, sizeof(mode), "shared %.1f GiB", h->mem_mib / 1024.0);
+		else
+			snprintf(mode, sizeof(mode), "exclusive");
+		snprintf(pid, sizeof(pid), "%d", (int)h->pid);
+		if (cli_table_add(&t, label, h->user, pid, since, mode, h->command))
+			cli_error(
+				"out of memory: the table lacks a lease; see 'visdev leases --json'");
+	}
+	cli_table_print(&t);
+	cli_table_release(&t);
 }
 
 int cmd_leases(int argc, char **argv)
@@ -91,22 +112,7 @@ int cmd_leases(int argc, char **argv)
 		cli_print_line(line, sys);
 		goto out;
 	}
-	cli_printf("%-20s  %-10s  %7s  %-25s  %-15s  %s\n", "DEVICE", "USER", "PID", "SINCE",
-		   "MODE", "COMMAND");
-	for (size_t i = 0; i < leases->n; i++) {
-		const struct vd_lease_holder *h = &leases->holders[i];
-		char label[VD_UUID_MAX + 32], since[32], mode[32];
-		int index;
-
-		device_label(label, sizeof(label), sys, h->uuid, &index);
-		vd_format_time(since, sizeof(since), h->since);
-		if (h->mode == VD_LEASE_SHARED)
-			snprintf(mode, sizeof(mode), "shared %.1f GiB", h->mem_mib / 1024.0);
-		else
-			snprintf(mode, sizeof(mode), "exclusive");
-		cli_printf("%-20s  %-10s  %7d  %-25s  %-15s  %s\n", label, h->user, (int)h->pid,
-			   since, mode, h->command);
-	}
+	print_leases(leases, sys);
 	cli_print_line(line, sys);
 out:
 	vd_line_free(line);

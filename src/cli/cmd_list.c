@@ -41,9 +41,8 @@ static const struct option options[] = {
 };
 /* clang-format on */
 
-#define TABLE_COLUMNS	100 /* every line of the table fits in this many */
-#define NAME_COLUMNS	37  /* the widest NAME column that keeps the rest within them */
-#define PROCESSES_SHOWN 5   /* under a GPU; list --json has them all */
+#define NAME_COLUMNS	37 /* the widest NAME column that keeps the rest within them */
+#define PROCESSES_SHOWN 5  /* under a GPU; list --json has them all */
 #define INDENT		"       "
 
 /* A device's state, and whether --free shows it. */
@@ -242,31 +241,17 @@ static int print_json(const struct vd_system *sys, const struct vd_resolution *r
 	return cli_print_json(root) ? EXIT_FAIL : rc;
 }
 
-/* s cut to at most width bytes, ending ".." when cut, into buf. */
-static const char *cut(char *buf, size_t n, const char *s, int width)
-{
-	size_t len = strlen(s);
-
-	if (len <= (size_t)width) {
-		snprintf(buf, n, "%s", s);
-		return buf;
-	}
-	vd_utf8_copy(buf, s, (size_t)width - 1 < n ? (size_t)width - 1 : n);
-	snprintf(buf + strlen(buf), n - strlen(buf), "..");
-	return buf;
-}
-
 /* One line under a device, indented, cut to fit the table. */
 static void print_under(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void print_under(const char *fmt, ...)
 {
-	char line[512], shown[TABLE_COLUMNS + 8];
+	char line[512], shown[CLI_COLUMNS + 8];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	cli_printf(INDENT "%s\n", cut(shown, sizeof(shown), line, TABLE_COLUMNS - 7));
+	cli_printf(INDENT "%s\n", cli_cut(shown, sizeof(shown), line, CLI_COLUMNS - 7));
 }
 
 /* "12.3 / 32.0 GiB", right-aligned, or "?" when unknown. */
@@ -309,7 +294,7 @@ static void print_processes(const struct vd_gpu *g)
 		else
 			snprintf(mem, sizeof(mem), "?");
 		print_under("pid %-8u %-12s %9s  %s", p->pid,
-			    p->user[0] ? cut(user, sizeof(user), p->user, 12) : "?", mem,
+			    p->user[0] ? cli_cut(user, sizeof(user), p->user, 12) : "?", mem,
 			    p->name[0] ? p->name : "?");
 	}
 }
@@ -365,7 +350,7 @@ static void print_row(const struct table *t, const char *index, const char *name
 {
 	char shown[NAME_COLUMNS + 8];
 
-	cli_printf("%3s  %-*s  ", index, t->w, cut(shown, sizeof(shown), name, t->w));
+	cli_printf("%3s  %-*s  ", index, t->w, cli_cut(shown, sizeof(shown), name, t->w));
 	cli_print_colored(t->color, state_color(s), 6, s->known ? vd_state_name(s->st.state) : "?");
 	cli_printf("  %s\n", rest);
 }
@@ -406,7 +391,8 @@ static void print_gpu(const struct table *t, size_t i)
 
 		if (t->only_free && !state_free(&ms))
 			continue;
-		snprintf(label, sizeof(label), "  MIG %s gi %u ci %u", mi->profile, mi->gi, mi->ci);
+		label[0] = label[1] = ' ';
+		cli_mig_label(label + 2, sizeof(label) - 2, mi);
 		format_memory(mem, sizeof(mem), mi->fields & VD_GPU_MEMORY, mi->memory_used_mib,
 			      mi->memory_total_mib);
 		format_cuda(cuda, sizeof(cuda), t->res, d);

@@ -274,7 +274,9 @@ static void print_explanation(const struct vd_resolution *res, const char *value
 			"the CPU\n");
 }
 
-static void print_container(const struct vd_system *sys, const char *value, int width)
+/* What the container runtime makes of value, its devices in columns c. */
+static void print_container(const struct vd_system *sys, const char *value,
+			    const struct cli_device_columns *c)
 {
 	static const char *const words[] = {
 		"",
@@ -294,10 +296,8 @@ static void print_container(const struct vd_system *sys, const char *value, int 
 	else
 		cli_printf("NVIDIA_VISIBLE_DEVICES=%s: %s\n", value, words[v->mode]);
 	if (v->mode == VD_CONTAINER_LIST && !v->refused)
-		for (size_t i = 0; i < v->ndevices; i++) {
-			cli_printf("  ");
-			cli_print_device(sys, v->devices[i], width);
-		}
+		for (size_t i = 0; i < v->ndevices; i++)
+			cli_print_device(sys, c, "", v->devices[i]);
 	cli_print_notes(v->warnings, v->nwarnings);
 	vd_container_view_free(v);
 }
@@ -331,8 +331,9 @@ static void print_physical(const struct vd_system *sys, const struct vd_resoluti
 static int print_text(const struct vd_system *sys, const struct vd_resolution *res,
 		      const struct map_args *a, const char *value)
 {
-	int w = cli_name_width(sys), hidden = 0, rc = EXIT_OK;
-	char **notes = NULL;
+	int hidden = 0, rc = EXIT_OK;
+	struct cli_device_columns c;
+	char **notes = NULL, label[32];
 	size_t nnotes = 0, missing = 0;
 
 	if (value)
@@ -348,16 +349,20 @@ static int print_text(const struct vd_system *sys, const struct vd_resolution *r
 				   "in PCI bus order (CUDA_DEVICE_ORDER=PCI_BUS_ID)" :
 				   "fastest first (CUDA_DEVICE_ORDER=FASTEST_FIRST, the "
 				   "default)");
+	/* "cuda:N -> ", as wide as the widest N or "dropped:  " */
+	cli_device_columns(&c, sys,
+			   snprintf(NULL, 0, "cuda:%zu -> ", res->ndevices - 1) > 10 ?
+				   snprintf(NULL, 0, "cuda:%zu -> ", res->ndevices - 1) :
+				   10);
 	for (size_t i = 0; i < res->ndevices; i++) {
-		cli_printf("cuda:%zu -> ", i);
-		cli_print_device(sys, res->devices[i], w);
+		snprintf(label, sizeof(label), "cuda:%zu -> ", i);
+		cli_print_device(sys, &c, label, res->devices[i]);
 	}
 	for (size_t i = 0; i < res->ndropped; i++) {
 		char why[256];
 
 		drop_words(why, sizeof(why), sys, &res->dropped[i]);
-		cli_printf("%s", i ? "          " : "dropped:  ");
-		cli_print_device(sys, res->dropped[i].device, w);
+		cli_print_device(sys, &c, i ? "" : "dropped:", res->dropped[i].device);
 		if (res->dropped[i].position == VD_NO_POSITION)
 			cli_printf("            %s\n", why);
 		else
@@ -367,22 +372,22 @@ static int print_text(const struct vd_system *sys, const struct vd_resolution *r
 	for (unsigned g = 0; g < sys->ngpus; g++) {
 		if (!is_hidden(res, g))
 			continue;
-		cli_printf("%s", hidden++ ? "          " : "hidden:   ");
-		cli_print_device(sys, (struct vd_device_ref){ g, -1 }, w);
+		cli_print_device(sys, &c,
+				 hidden++ ? "" : "hidden:", (struct vd_device_ref){ g, -1 });
 	}
 	print_explanation(res, value);
 	cli_print_notes(res->warnings, res->nwarnings);
 	if (!a->have_value && !a->unset && vd_env_check(&notes, &nnotes, environ) == 0)
 		cli_print_notes(notes, nnotes);
 	vd_strings_free(notes, nnotes);
-	print_container(sys, getenv("NVIDIA_VISIBLE_DEVICES"), w);
+	print_container(sys, getenv("NVIDIA_VISIBLE_DEVICES"), &c);
 
 	for (size_t i = 0; i < a->nlogical; i++) {
 		unsigned n = a->logical[i];
 
 		if (n < res->ndevices) {
-			cli_printf("cuda:%u is ", n);
-			cli_print_device(sys, res->devices[n], w);
+			snprintf(label, sizeof(label), "cuda:%u is ", n);
+			cli_print_device(sys, &c, label, res->devices[n]);
 		} else if (!missing++) {
 			/* one line for the first, a count for the rest */
 			cli_error("cuda:%u does not exist: CUDA sees %zu device%s, so it answers "

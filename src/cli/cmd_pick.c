@@ -63,18 +63,11 @@ static void print_shell_none(int fish)
 static json_t *json_reason(const struct vd_system *sys, const struct vd_choice *choice, size_t i)
 {
 	const struct vd_reason *r = &choice->why[i];
-	const char *why = choice->reasons[i], *colon;
-	json_t *o;
+	json_t *o = r->device.gpu == VD_NO_GPU ? json_pack("{s:n}", "index") :
+						 cli_json_device(sys, r->device);
 
-	if (r->device.gpu == VD_NO_GPU) {
-		o = json_pack("{s:n}", "index");
-	} else {
-		o = cli_json_device(sys, r->device);
-		if ((colon = strstr(why, ": ")))
-			why = colon + 2;
-	}
 	json_object_set_new(o, "reason", json_string(r->code));
-	json_object_set_new(o, "why", cli_json_str(why));
+	json_object_set_new(o, "why", cli_json_str(cli_reason_text(choice, i)));
 	return o;
 }
 
@@ -193,13 +186,13 @@ int cmd_pick(int argc, char **argv)
 			else if (!bare)
 				print_shell_none(fish);
 			cli_error("%s", vd_error_last());
-			cli_print_reasons(choice);
+			cli_print_reasons(choice, sys);
 			cli_note_own_leases(sys);
 			goto out;
 		}
 		cli_error("%s; falling back to the CPU (--or-cpu): CUDA_VISIBLE_DEVICES is empty",
 			  vd_error_last());
-		cli_print_reasons(choice);
+		cli_print_reasons(choice, sys);
 		value = strdup("");
 		choice->ndevices = 0;
 	} else if (err) {

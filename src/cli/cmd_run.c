@@ -563,21 +563,9 @@ static double now_seconds(void)
 /* How long a run without --wait tries while the allocation lock is held by another. */
 #define BUSY_PATIENCE_S 2
 
-/* "GPU 1, GPU 3 MIG 0": devices, for the lines about the line. */
-static void devices_text(char *buf, size_t n, const struct vd_device_ref *d, size_t nd)
-{
-	size_t len = 0;
-
-	buf[0] = '\0';
-	for (size_t i = 0; i < nd && len < n; i++) {
-		len += (size_t)snprintf(buf + len, n - len, "%sGPU %u", i ? ", " : "", d[i].gpu);
-		if (d[i].mig >= 0 && len < n)
-			len += (size_t)snprintf(buf + len, n - len, " MIG %d", d[i].mig);
-	}
-}
-
 /* Where the request stands: "place 2 of 3 in line, for 4 GPUs, holding GPU 1". */
-static void place_text(char *buf, size_t n, const struct vd_waiter *w, unsigned want)
+static void place_text(char *buf, size_t n, const struct vd_waiter *w, const struct vd_system *sys,
+		       unsigned want)
 {
 	unsigned place, of;
 	const struct vd_device_ref *holds;
@@ -588,7 +576,7 @@ static void place_text(char *buf, size_t n, const struct vd_waiter *w, unsigned 
 	holds = vd_waiter_holds(w, &nholds);
 	len = (size_t)snprintf(buf, n, "place %u of %u in line, for %u GPU%s", place, of, want,
 			       want == 1 ? "" : "s");
-	devices_text(held, sizeof(held), holds, nholds);
+	cli_devices_text(held, sizeof(held), sys, holds, nholds);
 	if (nholds && len < n)
 		snprintf(buf + len, n - len, ", holding %s", held);
 }
@@ -600,8 +588,8 @@ static void place_text(char *buf, size_t n, const struct vd_waiter *w, unsigned 
  * changes without a lease ending); the others each few seconds, in case
  * the first in line is stopped; a lease held without a record, after ms.
  */
-static int sleep_in_line(struct vd_waiter *w, int ms, double deadline, double start, unsigned want,
-			 int status)
+static int sleep_in_line(struct vd_waiter *w, const struct vd_system *sys, int ms, double deadline,
+			 double start, unsigned want, int status)
 {
 	double until = now_seconds() + ms / 1000.0;
 
@@ -613,7 +601,7 @@ static int sleep_in_line(struct vd_waiter *w, int ms, double deadline, double st
 		if (deadline > 0 && deadline < end)
 			end = deadline;
 		if (status) {
-			place_text(where, sizeof(where), w, want);
+			place_text(where, sizeof(where), w, sys, want);
 			fprintf(stderr, "\r\033[Kvisdev: waiting: %s, %.0f s\r", where,
 				now - start);
 			fflush(stderr);
@@ -649,6 +637,9 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys,
 		int unsettled;
 		char where[400];
 
+		/* the last try's snapshot named what the wait held; each try takes a new one */
+		vd_system_free(*sys);
+		*sys = NULL;
 		err = vd_backend_snapshot(sys, backend);
 		rc = err ? cli_library_error(err) : cli_resolve_env(parent, *sys, !said);
 		if (rc)
@@ -690,9 +681,6 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys,
 				rc = 128 + got_signal;
 				break;
 			}
-			/* the next try takes a new snapshot */
-			vd_system_free(*sys);
-			*sys = NULL;
 			vd_resolution_free(*parent);
 			*parent = NULL;
 			continue;
@@ -706,7 +694,7 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys,
 				  choice->never ? ", and never will on this machine" :
 				  waiter	? " (waited long enough)" :
 						  "");
-			cli_print_reasons(choice);
+			cli_print_reasons(choice, *sys);
 			if (!cli_note_own_leases(*sys) && !waiter && !choice->never)
 				cli_error("to wait until GPUs fit, use --wait");
 			rc = EXIT_NONE;
@@ -716,21 +704,19 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys,
 			/* the job would wait for its own leases to end: for ever */
 			cli_error("%s, and waiting inside the job for its own GPUs would never end",
 				  vd_error_last());
-			cli_print_reasons(choice);
+			cli_print_reasons(choice, *sys);
 			rc = EXIT_NONE;
 			break;
 		}
 		if (!said++ && !quiet) {
 			cli_error("waiting: %s", vd_error_last());
-			cli_print_reasons(choice);
-			place_text(where, sizeof(where), waiter, want);
+			cli_print_reasons(choice, *sys);
+			place_text(where, sizeof(where), waiter, *sys, want);
 			cli_error("waiting: %s", where);
 		}
 wait:
 		vd_choice_free(choice);
 		choice = NULL;
-		vd_system_free(*sys);
-		*sys = NULL;
 		/*
 		 * After finding locks held without a record, look again soon: 10 ms,
 		 * then twice as long each time, up to the second.
@@ -739,7 +725,7 @@ wait:
 			    !settle_ms	    ? 10 :
 			    settle_ms < 500 ? settle_ms * 2 :
 					      1000;
-		err = sleep_in_line(waiter,
+		err = sleep_in_line(waiter, *sys,
 				    settle_ms			       ? settle_ms :
 				    vd_waiter_place(waiter, NULL) <= 1 ? 1000 :
 									 5000,
@@ -768,7 +754,7 @@ wait:
 		size_t nd;
 
 		d = vd_lease_devices(*lease, &nd);
-		devices_text(got, sizeof(got), d, nd);
+		cli_devices_text(got, sizeof(got), *sys, d, nd);
 		cli_error("got %s after %.1f s in line", got, now_seconds() - start);
 	}
 	vd_choice_free(choice);

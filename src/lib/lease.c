@@ -624,14 +624,11 @@ static void count_unused(struct vd_leases *l, const struct vd_system *sys)
 /* A holder's device's place in the snapshot (GPU index, then MIG instance), for sorting. */
 static long device_place(const struct vd_system *sys, const char *uuid)
 {
-	for (size_t g = 0; sys && g < sys->ngpus; g++) {
-		if (!strcmp(sys->gpus[g].uuid, uuid))
-			return (long)g * 256;
-		for (size_t m = 0; m < sys->gpus[g].nmig; m++)
-			if (!strcmp(sys->gpus[g].mig[m].uuid, uuid))
-				return (long)g * 256 + 1 + (long)m;
-	}
-	return -1;
+	struct vd_device_ref d;
+
+	if (!sys || vd_system_find(&d, sys, uuid))
+		return -1;
+	return (long)d.gpu * 256 + 1 + d.mig;
 }
 
 /* Orders holders by device (as the snapshot has them, else by UUID), then by age. */

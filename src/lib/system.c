@@ -120,6 +120,23 @@ int64_t vd_device_memory_free_mib(const struct vd_system *sys, struct vd_device_
 	return (int64_t)(m->memory_total_mib - m->memory_used_mib);
 }
 
+int vd_system_find(struct vd_device_ref *out, const struct vd_system *sys, const char *uuid)
+{
+	for (size_t g = 0; g < sys->ngpus; g++) {
+		if (!strcmp(sys->gpus[g].uuid, uuid)) {
+			*out = (struct vd_device_ref){ (unsigned)g, -1 };
+			return 0;
+		}
+		for (size_t m = 0; m < sys->gpus[g].nmig; m++) {
+			if (!strcmp(sys->gpus[g].mig[m].uuid, uuid)) {
+				*out = (struct vd_device_ref){ (unsigned)g, (int)m };
+				return 0;
+			}
+		}
+	}
+	return VD_ENOTFOUND;
+}
+
 int vd_system_fastest_known(const struct vd_system *sys)
 {
 	for (size_t i = 0; i < sys->ngpus; i++)

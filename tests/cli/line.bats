@@ -208,3 +208,39 @@ teardown() {
 	wait_for test -e out/alice-after-bob
 	pkill -KILL -u visdev-bob 2>/dev/null || true
 }
+
+# Every line of a table within 100 columns, each row's column $2 starting
+# where the header's word $2 does (the header being the line that starts with $1).
+table_fits() {
+	awk -v head="$1" -v word="$2" '
+		length($0) > 100 { print "too wide (" length($0) "): " $0; bad = 1 }
+		index($0, head) == 1 { col = index($0, word); rows = 0; next }
+		col && /^$/ { col = 0 }
+		col {
+			rows++
+			if (substr($0, col - 2, 2) != "  " || substr($0, col, 1) == " ") { print "misaligned: " $0; bad = 1 }
+		}
+		END { exit bad }'
+}
+
+@test "leases and the line on a MIG machine: within 100 columns, MIG devices by gi and ci, long commands cut" {
+	FIX=layout
+	long="sleep 60 # $(printf 'and on %.0s' $(seq 20))"
+	v run -n 21 -- sh -c "$long" &
+	wait_for leased 21
+	vx run -n 2 --model 'NVIDIA H200*' --mem 30G --min-free 10G --max-util 50 --wait -- true 2>err &
+	BG=$!
+	wait_for in_line 1
+	run v leases
+	assert_status 0
+	table_fits DEVICE SINCE <<<"$output"
+	table_fits PLACE SINCE <<<"$output"
+	[[ "${lines[1]}" == "GPU 0 gi 7 ci 0  "*"  sh -c sleep 60 # and on"*".." ]]
+	assert_output_has "-n 2 --mem 30G.."
+	# the reasons: the same lease on 21 devices is one line
+	[ "$(grep -c 'leased by' err)" -eq 1 ]
+	grep -q '^  GPU 0 gi 7 ci 0, GPU 0 gi 9 ci 1, GPU 0 gi 11 ci 0 and 18 more: leased by' err
+	kill "$(v leases --json | jq -r '.leases[0].pid')"
+	wait "$BG"
+	grep -q 'got GPU [0-9]\( gi [0-9]* ci [0-9]*\)\?, GPU [0-9]' err
+}

@@ -10,7 +10,8 @@ load helper
 	[[ "${lines[2]}" == "cuda:1 -> GPU 1  Tesla P100-PCIE-16GB "* ]]
 	[[ "${lines[3]}" == "hidden:   GPU 0 "* ]]
 	[[ "${lines[4]}" == "          GPU 3 "* ]]
-	assert_output_has "00000000:86:00.0"
+	# the PCI bus id as Linux writes it, with a four-digit domain
+	[[ "${lines[1]}" == *"  0000:86:00.0" ]]
 }
 
 @test "map reads the value and the order from the environment by default" {
@@ -39,6 +40,41 @@ load helper
 	[[ "${lines[1]}" == "cuda:0 -> GPU 2 "* ]]
 	run "$VISDEV" --demo map --unset
 	[[ "${lines[0]}" == "CUDA_VISIBLE_DEVICES unset, devices numbered fastest first "* ]]
+}
+
+# Each device line of map's table: within 100 columns, its UUID and PCI bus
+# id starting at the same column as every other's.
+table_ok() {
+	awk -v max=100 '
+		/^(cuda:[0-9]+ ->|dropped:|hidden:| ) +GPU [0-9]/ {
+			if (length($0) > max) { print "too wide (" length($0) "): " $0; bad = 1 }
+			u = match($0, /(GPU|MIG)-[0-9a-f-]+  [0-9A-Fa-f:.]+$/)
+			if (!u) { print "no UUID and bus id at the end: " $0; bad = 1 }
+			if (col && u != col) { print "misaligned: " $0; bad = 1 }
+			col = u; rows++
+		}
+		END { if (!rows) print "no device lines"; exit bad || !rows }'
+}
+
+@test "map's table fits 100 columns and stays aligned: 23 MIG devices and GPUs, a long name, a lost GPU" {
+	f=$FIXTURES/layout.json
+	for args in "--unset --order pci" "0,1,2,3,4,5,6,7,8,9,10,11 --order pci --logical 0,10" \
+		"--unset" "5,6"; do
+		# shellcheck disable=SC2086
+		run "$VISDEV" --fixture "$f" map $args
+		table_ok <<<"$output" || { echo "map $args"; return 1; }
+	done
+	run "$VISDEV" --fixture "$f" map --unset --order pci
+	[[ "${lines[11]}" == "cuda:10 -> GPU 2  MIG 2g.35gb gi 11 ci 0 "* ]]
+	[[ "${lines[22]}" == "cuda:21 -> GPU 6  NVIDIA H100 NVL Extra Lo..  GPU-"* ]]
+	assert_output_has "note: GPU 5 has fallen off the bus"
+	for f in demo mig lost mixed eight; do
+		if [ "$f" = demo ]; then run "$VISDEV" --demo map 2,1; else run "$VISDEV" --fixture "$FIXTURES/$f.json" map --unset; fi
+		table_ok <<<"$output" || { echo "in $f"; return 1; }
+	done
+	NVIDIA_VISIBLE_DEVICES=0,2 run "$VISDEV" --demo map 1
+	[[ "$output" == *$'\n          GPU 2  NVIDIA GeForce RTX 3090     GPU-b61e4c27-'* ]]
+	table_ok <<<"$output"
 }
 
 @test "map --json has the contract's keys" {
@@ -182,7 +218,7 @@ load helper
 	run "$VISDEV" --fixture "$FIXTURES/mig.json" map "$mig"
 	assert_status 0
 	[ "$(grep -c '^cuda:' <<<"$output")" -eq 1 ]
-	[[ "${lines[2]}" == "dropped:  GPU 0  MIG 2g.10gb (gi 5 ci 0) "* ]]
+	[[ "${lines[2]}" == "dropped:  GPU 0  MIG 2g.10gb gi 5 ci 0 "* ]]
 	[[ "${lines[3]}" == *"element 2: driver 550.54.15 lets a process use one MIG device in all"* ]]
 }
 
@@ -217,7 +253,7 @@ load helper
 @test "--logical past the devices CUDA enumerates: cuda:N does not exist, exit 3" {
 	run "$VISDEV" --fixture "$FIXTURES/engine.json" map MIG-5e1f0a2b,MIG-5e1f7c8d --logical 0,1
 	assert_status 3
-	assert_output_has "cuda:0 is GPU 1  MIG 3g.40gb (gi 1 ci 0)"
+	assert_output_has "cuda:0 is GPU 1  MIG 3g.40gb gi 1 ci 0"
 	assert_output_has "visdev: cuda:1 does not exist: CUDA sees 1 device, so it answers 'invalid device ordinal'"
 	run "$VISDEV" --fixture "$FIXTURES/engine.json" map MIG-5e1f0a2b,MIG-5e1f7c8d --logical 1 --json
 	assert_status 3
