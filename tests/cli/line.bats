@@ -226,7 +226,7 @@ table_fits() {
 @test "leases and the line on a MIG machine: within 100 columns, MIG devices by gi and ci, long commands cut" {
 	FIX=layout
 	long="sleep 60 # $(printf 'and on %.0s' $(seq 20))"
-	v run -n 21 -- sh -c "$long" &
+	v run -n 21 -- sh -c "$long" >/dev/null 2>&1 &
 	wait_for leased 21
 	vx run -n 2 --model 'NVIDIA H200*' --mem 30G --min-free 10G --max-util 50 --wait -- true 2>err &
 	BG=$!
@@ -236,11 +236,11 @@ table_fits() {
 	table_fits DEVICE SINCE <<<"$output"
 	table_fits PLACE SINCE <<<"$output"
 	[[ "${lines[1]}" == "GPU 0 gi 7 ci 0  "*"  sh -c sleep 60 # and on"*".." ]]
-	assert_output_has "-n 2 --mem 30G.."
+	assert_output_has "  -n 2 --mem 30G -.."
 	# the reasons: the same lease on 21 devices is one line
 	[ "$(grep -c 'leased by' err)" -eq 1 ]
 	grep -q '^  GPU 0 gi 7 ci 0, GPU 0 gi 9 ci 1, GPU 0 gi 11 ci 0 and 18 more: leased by' err
-	kill "$(v leases --json | jq -r '.leases[0].pid')"
+	kill -- -"$(v leases --json | jq -r '.leases[0].pgid')"
 	wait "$BG"
 	grep -q 'got GPU [0-9]\( gi [0-9]* ci [0-9]*\)\?, GPU [0-9]' err
 }
