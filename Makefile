@@ -188,9 +188,10 @@ $(BUILD)/bench/%: bench/%.c $(STATIC_LIB)
 
 BENCH_RUNS ?= 500
 
-bench: all $(BUILD)/bench/startup $(BUILD)/bench/lease-contention
+bench: all $(BUILD)/bench/startup $(BUILD)/bench/lease-contention $(BUILD)/bench/queue-throughput
 	$(BUILD)/bench/startup $(BENCH_RUNS) $(PROGRAM) tests/fixtures/eight.json
 	$(BUILD)/bench/lease-contention $(abspath $(PROGRAM)) tests/fixtures/eight.json 64 8
+	$(BUILD)/bench/queue-throughput $(abspath $(PROGRAM)) tests/fixtures/eight.json
 
 $(BUILD)/visdev.pc: src/lib/visdev.pc.in include/visdev.h
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \

@@ -751,6 +751,139 @@ VD_API int vd_waiter_fd(const struct vd_waiter *waiter);
 /* Leaves the line, if in it, and frees the waiter. NULL does nothing. */
 VD_API void vd_waiter_free(struct vd_waiter *waiter);
 
+/* ---- The queue's jobs: a job file or a grid (jobs.c, pure) ------------ */
+
+/*
+ * The jobs of a queue, in order: shell command lines, each run as
+ * `/bin/sh -c COMMAND`. Job i is commands[i]. Plain data: read it, do not
+ * modify it. Free with vd_jobs_free().
+ */
+struct vd_jobs {
+	char **commands;
+	unsigned *lines; /* from a job file: the line job i is on (from 1); NULL from a grid */
+	size_t n;
+	uint64_t digest; /* of every command in order: tells a changed job list */
+};
+
+/*
+ * Reads a job file's text (len bytes): one command a line; a blank line, and
+ * a line whose first non-blank character is '#', are skipped; a line's
+ * ending "\r\n" counts as "\n". Errors: VD_EPARSE for a NUL byte (it
+ * is no text) with its line, VD_ENOMEM.
+ */
+VD_API int vd_jobs_parse(struct vd_jobs **out, const char *text, size_t len);
+
+/*
+ * The jobs of a template over a grid: one job per combination of the
+ * values, each {name} in template replaced by that axis's value. Each
+ * grid is "name=value,value,...", as --grid gives it; names are letters,
+ * digits and '_'. The first grid varies slowest: lr=1,2 then bs=3,4 gives
+ * lr 1 bs 3, lr 1 bs 4, lr 2 bs 3, lr 2 bs 4. "${...}" is the shell's, not
+ * a placeholder; "{{" and "}}" are a literal brace. Errors: VD_EINVAL for
+ * a {name} no grid gives, a grid the template never uses, a grid named
+ * twice, one with no name or no values or an empty value, an unclosed
+ * brace, or more than 10,000,000 jobs; the message says which. VD_ENOMEM.
+ */
+VD_API int vd_jobs_grid(struct vd_jobs **out, const char *templ, const char *const *grids,
+			size_t ngrids);
+VD_API void vd_jobs_free(struct vd_jobs *jobs);
+
+/* ---- The queue's journal: what ran, and how it ended (journal.c) ------- */
+
+/*
+ * A queue's journal is a text file of records, one a line, appended as jobs
+ * start and end: a header naming the job list (its number of jobs and
+ * digest) and the queue's pid, then "start" and "end" records. A record is
+ * whole once its newline is written; a crash mid-write leaves a torn last
+ * line, which readers skip and the next writer cuts off. docs/queue.md has
+ * the format.
+ */
+
+enum vd_job_state {
+	VD_JOB_PENDING = 0, /* never started */
+	VD_JOB_RUNNING,	    /* started, no end recorded: running, or cut off by a crash */
+	VD_JOB_DONE,	    /* ended with status 0 */
+	VD_JOB_FAILED,	    /* ended with another status */
+};
+
+/* "pending", "running", "done", "failed"; NULL out of range. */
+VD_API const char *vd_job_state_name(enum vd_job_state state);
+
+/* What the journal says of one job: its last start and end. */
+struct vd_journal_job {
+	enum vd_job_state state;
+	int status;		  /* the last end's: an exit status, 128+N for signal N */
+	unsigned starts;	  /* how many times it was started */
+	int64_t start_ms, end_ms; /* the last start and end, ms since the epoch; 0: none */
+	int32_t pid;		  /* the last start's process (and process group) */
+	char *devices;		  /* the last start's devices: UUIDs, comma-separated; "" the CPU */
+	char *command;		  /* the last start's command line; NULL before any start */
+};
+
+struct vd_journal {
+	size_t njobs;		     /* as the last header says */
+	uint64_t digest;	     /* as the last header says */
+	int32_t pid;		     /* the queue that wrote the last header */
+	struct vd_journal_job *jobs; /* njobs of them */
+	size_t whole;		     /* bytes up to the end of the last whole record */
+	int torn;		     /* bytes after it: a record cut short */
+};
+
+/*
+ * Reads a journal's text (len bytes): the records up to the last whole one.
+ * Records of jobs beyond the header's count are ignored. Errors: VD_EPARSE
+ * for a whole record that is not one (with its line), or no header first;
+ * VD_ENOMEM. Free with vd_journal_free().
+ */
+VD_API int vd_journal_parse(struct vd_journal **out, const char *text, size_t len);
+
+/*
+ * Reads the journal at path. Errors: VD_ENOTFOUND when there is none,
+ * VD_EIO, VD_EPERM for a file that is not a regular one, and as
+ * vd_journal_parse().
+ */
+VD_API int vd_journal_read(struct vd_journal **out, const char *path);
+VD_API void vd_journal_free(struct vd_journal *journal);
+
+/*
+ * Whether a queue is writing the journal at path now: 1 (and its pid in
+ * *pid, when known), 0 when none is, or a negative error (VD_ENOTFOUND).
+ */
+VD_API int vd_journal_busy(const char *path, int32_t *pid);
+
+/*
+ * Opens the journal at path for a queue of jobs, and holds it (flock) so
+ * that no other queue writes it meanwhile. A new journal (append 0) starts
+ * empty; append 1 keeps what is there, cuts off a torn last record, and
+ * adds a header when the jobs differ from the last one's. Errors: VD_EBUSY
+ * when another queue holds it, VD_EPERM for a link or a file that is not a
+ * regular one, VD_EIO, VD_ENOMEM. Close with vd_journal_close().
+ */
+struct vd_journal_writer;
+VD_API int vd_journal_open(struct vd_journal_writer **out, const char *path,
+			   const struct vd_jobs *jobs, int append);
+
+/*
+ * Records that job started as process pid on devices (UUIDs,
+ * comma-separated; "" for the CPU), running command. Written at once, made
+ * durable by the next vd_journal_sync(). Errors: VD_EIO.
+ */
+VD_API int vd_journal_start(struct vd_journal_writer *w, size_t job, int32_t pid,
+			    const char *devices, const char *command);
+
+/* Records that job ended with status (an exit status, or 128+N for signal N). Errors: VD_EIO. */
+VD_API int vd_journal_end(struct vd_journal_writer *w, size_t job, int status);
+
+/*
+ * Makes every record written so far durable (one fdatasync for them all;
+ * nothing when nothing is new): call it before reporting an end. Errors:
+ * VD_EIO.
+ */
+VD_API int vd_journal_sync(struct vd_journal_writer *w);
+
+/* Syncs, lets go of the journal and frees the writer. NULL does nothing. */
+VD_API void vd_journal_close(struct vd_journal_writer *w);
+
 /*
  * Copies src into dst (of size n, n > 0) as valid UTF-8: a byte that does
  * not begin a valid sequence becomes '?', and the copy is cut on a
