@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -833,6 +834,38 @@ void cli_print_line(const struct vd_line *line, const struct vd_system *sys)
 	cli_table_release(&t);
 }
 
+void cli_send_lease_env(int fd, const struct vd_lease *lease, const struct vd_system *sys)
+{
+	size_t room = CLI_LEASE_ENV_SIZE - sizeof(CLI_LEASE_ENV_PREFIX);
+	char *json = cli_lease_env(lease, sys);
+	size_t len = json ? strlen(json) : 0, done = 0;
+
+	if (!json || len > room)
+		cli_error("note: VISDEV_LEASE is empty: %s",
+			  json ? "the lease is too long to describe" : "out of memory");
+	while (json && len <= room && done < len) {
+		ssize_t n = send(fd, json + done, len - done, MSG_NOSIGNAL);
+
+		if (n < 0 && errno != EINTR)
+			break; /* the child is gone: it never reads it */
+		done += n > 0 ? (size_t)n : 0;
+	}
+	free(json);
+}
+
+void cli_receive_lease_env(int fd, char *buf)
+{
+	size_t done = strlen(CLI_LEASE_ENV_PREFIX);
+	ssize_t n;
+
+	memcpy(buf, CLI_LEASE_ENV_PREFIX, done);
+	while (done < CLI_LEASE_ENV_SIZE - 1 &&
+	       ((n = read(fd, buf + done, CLI_LEASE_ENV_SIZE - 1 - done)) > 0 ||
+		(n < 0 && errno == EINTR)))
+		done += n > 0 ? (size_t)n : 0;
+	buf[done] = '\0';
+}
+
 const char *cli_lease_dir(void)
 {
 	static int checked;
@@ -854,7 +887,7 @@ const char *cli_lease_dir(void)
 	return dir;
 }
 
-int cli_note_own_leases(const struct vd_system *sys)
+size_t cli_own_leases(const struct vd_system *sys)
 {
 	struct vd_leases *leases = NULL;
 	pid_t group = getpgrp();
@@ -864,13 +897,20 @@ int cli_note_own_leases(const struct vd_system *sys)
 		return 0;
 	for (size_t i = 0; i < leases->n; i++)
 		own += leases->holders[i].pgid == group;
+	vd_leases_free(leases);
+	return own;
+}
+
+int cli_note_own_leases(const struct vd_system *sys)
+{
+	size_t own = cli_own_leases(sys);
+
 	if (own)
 		cli_error(
 			"note: this is a job that 'visdev run' started, and it holds %zu of "
 			"these devices itself (VISDEV_LEASE describes its lease): use the GPUs it "
 			"was given, which CUDA_VISIBLE_DEVICES already names",
 			own);
-	vd_leases_free(leases);
 	return own > 0;
 }
 

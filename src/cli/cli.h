@@ -221,6 +221,12 @@ int cli_child_value(char **out, const struct vd_system *sys, const struct vd_res
 		    const struct vd_device_ref *devs, size_t n, int format);
 
 /*
+ * Inside a job that visdev run started (VISDEV_LEASE set), how many devices
+ * that very job holds (its process group is the caller's); else 0.
+ */
+size_t cli_own_leases(const struct vd_system *sys);
+
+/*
  * Inside a job that visdev run started (VISDEV_LEASE set), says which GPUs
  * that very job holds, since no visdev inside it can take them, and returns
  * 1; returns 0 when the caller holds none.
@@ -269,6 +275,18 @@ json_t *cli_json_lease(const struct vd_lease_holder *h);
  * "lease_dir". NULL when out of memory; free() it.
  */
 char *cli_lease_env(const struct vd_lease *lease, const struct vd_system *sys);
+
+/*
+ * VISDEV_LEASE for a child that is to start once its lease names it: the
+ * parent sends the lease's JSON (cli_lease_env()) over a socket fd, and
+ * the child, between fork and exec, reads it up to end of file into buf,
+ * of CLI_LEASE_ENV_SIZE bytes, as "VISDEV_LEASE=..." (no allocation: safe
+ * there). A lease too long to describe leaves the value empty, with a note.
+ */
+#define CLI_LEASE_ENV_PREFIX "VISDEV_LEASE="
+#define CLI_LEASE_ENV_SIZE   (1 << 16)
+void cli_send_lease_env(int fd, const struct vd_lease *lease, const struct vd_system *sys);
+void cli_receive_lease_env(int fd, char *buf);
 
 /*
  * Whether to colour standard output, for --color's value when (NULL: not

@@ -340,40 +340,7 @@ static void end_keeper(pid_t keeper, pid_t pgid, unsigned long long leader_start
  * VISDEV_LEASE=, in the environment from before the job's fork: the child
  * reads the lease's JSON into it, since it may not allocate between fork and exec.
  */
-#define LEASE_ENV "VISDEV_LEASE="
-static char lease_env[1 << 16];
-
-/* Tells the child, waiting on go, what VISDEV_LEASE is: the lease as it names the job. */
-static void send_lease_env(int go, const struct vd_lease *lease, const struct vd_system *sys)
-{
-	char *json = cli_lease_env(lease, sys);
-	size_t len = json ? strlen(json) : 0, done = 0;
-
-	if (!json || len >= sizeof(lease_env) - strlen(LEASE_ENV))
-		cli_error("note: VISDEV_LEASE is empty: %s",
-			  json ? "the lease is too long to describe" : "out of memory");
-	while (json && len < sizeof(lease_env) - strlen(LEASE_ENV) && done < len) {
-		ssize_t n = send(go, json + done, len - done, MSG_NOSIGNAL);
-
-		if (n < 0 && errno != EINTR)
-			break; /* the child is gone: it never reads it */
-		done += n > 0 ? (size_t)n : 0;
-	}
-	free(json);
-}
-
-/* In the child: reads VISDEV_LEASE's value from go, up to its end of file. */
-static void receive_lease_env(int go)
-{
-	size_t done = strlen(LEASE_ENV);
-	ssize_t n;
-
-	while (done < sizeof(lease_env) - 1 &&
-	       ((n = read(go, lease_env + done, sizeof(lease_env) - 1 - done)) > 0 ||
-		(n < 0 && errno == EINTR)))
-		done += n > 0 ? (size_t)n : 0;
-	lease_env[done] = '\0';
-}
+static char lease_env[CLI_LEASE_ENV_SIZE];
 
 static int run_job(struct vd_lease *lease, const struct vd_system *sys, const char *program,
 		   char **argv, char **sh_argv)
@@ -436,7 +403,8 @@ static int run_job(struct vd_lease *lease, const struct vd_system *sys, const ch
 			if (sigaction(forwarded[i], NULL, &cur) == 0 && cur.sa_handler == forward)
 				sigaction(forwarded[i], &dfl, NULL);
 		}
-		receive_lease_env(go[0]); /* up to end of file, once the record names the job */
+		cli_receive_lease_env(
+			go[0], lease_env); /* up to end of file, once the record names the job */
 		sigprocmask(SIG_SETMASK, &old_mask, NULL);
 		if (vd_lease_inherit(lease) == 0)
 			exec_program(program, argv, sh_argv);
@@ -452,7 +420,7 @@ static int run_job(struct vd_lease *lease, const struct vd_system *sys, const ch
 	if (own_tty)
 		give_terminal(pid);
 	err = vd_lease_set_job(lease, pid, pid);
-	send_lease_env(go[1], lease, sys);
+	cli_send_lease_env(go[1], lease, sys);
 	leader_start = start_time(pid);
 	keeper = start_keeper(lease, pid, leader_start, (int[2]){ fds[0], go[1] });
 	close(go[1]); /* the job may start, before any note (a background write may stop us) */
@@ -873,7 +841,7 @@ int cmd_run(int argc, char **argv)
 	}
 	if (!value || setenv("CUDA_VISIBLE_DEVICES", value, 1) ||
 	    setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1) ||
-	    (lease && putenv(strcpy(lease_env, LEASE_ENV)))) {
+	    (lease && putenv(strcpy(lease_env, CLI_LEASE_ENV_PREFIX)))) {
 		cli_error("out of memory");
 		rc = EXIT_FAIL;
 		goto out;

@@ -20,6 +20,7 @@ static const struct command {
 	{ "pick", cmd_pick, "choose free GPUs and print CUDA_VISIBLE_DEVICES for them" },
 	{ "run", cmd_run, "lease GPUs and run a command on them, for as long as it runs" },
 	{ "leases", cmd_leases, "who holds which GPU now" },
+	{ "queue", cmd_queue, "run many jobs over the GPUs as they free, resumably" },
 };
 
 static void usage(FILE *f)

@@ -53,8 +53,8 @@ static int is_job(const char *s, size_t len)
 {
 	size_t i = 0;
 
-	while (i < len && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\f' ||
-			   s[i] == '\v'))
+	while (i < len &&
+	       (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\f' || s[i] == '\v'))
 		i++;
 	return i < len && s[i] != '#';
 }
@@ -87,7 +87,8 @@ int vd_jobs_parse(struct vd_jobs **out, const char *text, size_t len)
 		size_t l = nl ? (size_t)(nl - p) : (size_t)(end - p);
 
 		if (is_job(p, l)) {
-			/* a file written on Windows: "\r\n" ends the line, the \r is no part of the job */
+			/* a file written on Windows: "\r\n" ends the line, the \r is no part of the
+			 * job */
 			size_t keep = l && p[l - 1] == '\r' ? l - 1 : l;
 
 			j->commands[j->n] = strndup(p, keep);
@@ -137,8 +138,8 @@ static int axis_parse(struct axis *a, const char *grid)
 	a->name[eq - grid] = '\0';
 	p = a->name + (eq - grid) + 1;
 	if (!*p)
-		return error_set(VD_EINVAL, "--grid %s= has no values: give them as %s=A,B", a->name,
-				 a->name);
+		return error_set(VD_EINVAL, "--grid %s= has no values: give them as %s=A,B",
+				 a->name, a->name);
 	a->n = 1;
 	for (char *c = p; *c; c++)
 		a->n += *c == ',';
@@ -217,15 +218,16 @@ static int template_pieces(struct pieces *ps, const char *templ, struct axis *ax
 			struct axis *a;
 
 			if (!close)
-				return error_set(VD_EINVAL, "the template has a '{' without its '}': "
-							    "write {{ for a brace itself");
+				return error_set(VD_EINVAL,
+						 "the template has a '{' without its '}': "
+						 "write {{ for a brace itself");
 			a = find_axis(axes, naxes, p + 1, (size_t)(close - p - 1));
 			if (!a)
-				return error_set(VD_EINVAL,
-						 "the template uses {%.*s}, which no --grid gives: "
-						 "add --grid %.*s=VALUE,... (or write {{ for a brace)",
-						 (int)(close - p - 1), p + 1, (int)(close - p - 1),
-						 p + 1);
+				return error_set(
+					VD_EINVAL,
+					"the template uses {%.*s}, which no --grid gives: "
+					"add --grid %.*s=VALUE,... (or write {{ for a brace)",
+					(int)(close - p - 1), p + 1, (int)(close - p - 1), p + 1);
 			err = pieces_push(ps, lit, (size_t)(p - lit), NULL);
 			err = err ? err : pieces_push(ps, NULL, 0, a);
 			p = close + 1;
@@ -255,8 +257,9 @@ static char *expand(const struct piece *pieces, size_t npieces, const struct axi
 		return NULL;
 	w = s;
 	for (size_t i = 0; i < npieces; i++) {
-		const char *t = pieces[i].text ? pieces[i].text :
-						 pieces[i].axis->values[pick[pieces[i].axis - axes]];
+		const char *t = pieces[i].text ?
+					pieces[i].text :
+					pieces[i].axis->values[pick[pieces[i].axis - axes]];
 		size_t l = pieces[i].text ? pieces[i].len : strlen(t);
 
 		memcpy(w, t, l);
@@ -275,8 +278,7 @@ static void axes_free(struct axis *axes, size_t n)
 	free(axes);
 }
 
-int vd_jobs_grid(struct vd_jobs **out, const char *templ, const char *const *grids,
-		 size_t ngrids)
+int vd_jobs_grid(struct vd_jobs **out, const char *templ, const char *const *grids, size_t ngrids)
 {
 	struct axis *axes = calloc(ngrids ? ngrids : 1, sizeof(*axes));
 	struct pieces ps = { 0 };

@@ -11,8 +11,8 @@
  * there on it names the job list.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -404,10 +404,10 @@ int vd_journal_open(struct vd_journal_writer **out, const char *path, const stru
 		return error_set(VD_ENOMEM, "out of memory");
 	w->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
 	if (w->fd < 0) {
-		err = errno == ELOOP ? error_set(VD_EPERM, "'%s' is a symbolic link: not followed",
-						 path) :
-				       error_set(VD_EIO, "cannot open the journal '%s': %s", path,
-						 strerror(errno));
+		err = errno == ELOOP ?
+			      error_set(VD_EPERM, "'%s' is a symbolic link: not followed", path) :
+			      error_set(VD_EIO, "cannot open the journal '%s': %s", path,
+					strerror(errno));
 		free(w);
 		return err;
 	}
@@ -418,10 +418,9 @@ int vd_journal_open(struct vd_journal_writer **out, const char *path, const stru
 		if (busy && vd_journal_read(&old, path) == 0)
 			pid = old->pid;
 		errno = e;
-		err = busy ?
-			      error_set(VD_EBUSY, "another queue (pid %d) is writing '%s'",
-					(int)pid, path) :
-			      error_set(VD_EIO, "cannot lock '%s': %s", path, strerror(errno));
+		err = busy ? error_set(VD_EBUSY, "another queue (pid %d) is writing '%s'", (int)pid,
+				       path) :
+			     error_set(VD_EIO, "cannot lock '%s': %s", path, strerror(errno));
 		goto out;
 	}
 	/* appended to, the journal loses only a torn last record: a crash's half line */

@@ -1,0 +1,1434 @@
+/*
+ * cmd_queue.c - `visdev queue`: many jobs over the GPUs as they free, each
+ * on a lease of its own, standing in the same line as every `visdev run`;
+ * a journal makes the sweep resumable after a crash or a stop.
+ *
+ * One process, one event loop: a job's end (SIGCHLD through a signalfd)
+ * starts the next at once; the line's wake-ups, the jobs' output and the
+ * signals that stop the queue are all polled together.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "commands.h"
+
+extern char **environ;
+
+static const char usage[] =
+	"usage: visdev queue [options] FILE|-\n"
+	"       visdev queue [options] --template CMD --grid NAME=V1,V2 [--grid ...]\n"
+	"       visdev queue --status STATE [--json]\n"
+	"\n"
+	"Runs each job (one shell command a line of FILE, '-' for standard input;\n"
+	"blank lines and # comments skipped) as soon as GPUs that fit it are free,\n"
+	"each on a lease of its own and in the same line as 'visdev run --wait', in\n"
+	"file order. A journal records every start and end, so that --resume runs\n"
+	"only the jobs that did not finish. Exit 0 when every job succeeded, 1 when\n"
+	"any failed, 3 when a job can never fit here, 130 when stopped.\n"
+	"\n" CLI_SELECT_USAGE
+	"  --template CMD     a job per combination of the --grid values, {NAME}\n"
+	"                     replaced by each (the first --grid varies slowest)\n"
+	"  --grid NAME=V1,V2  the values of {NAME}; repeat for more\n"
+	"  --max-parallel K   at most K jobs at once\n"
+	"  --state FILE       the journal (default FILE.journal beside the job file,\n"
+	"                     or visdev-queue.journal here for '-' and a grid)\n"
+	"  --resume           run only the jobs the journal does not show succeeded\n"
+	"  --force            resume a changed job file, or start over a cut-short run\n"
+	"  --retries R        run a failed job again, up to R more times\n"
+	"  --log-dir DIR      each job's output in DIR/N.out and DIR/N.err, not here\n"
+	"  --grace SECONDS    on Ctrl-C, how long jobs have after SIGTERM (default 10)\n"
+	"  -q, --quiet        no progress line, no word about waiting\n"
+	"  --status STATE     show the queue of that journal, running or finished\n"
+	"\nJob N gets CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, VISDEV_LEASE and\n"
+	"VISDEV_JOB_INDEX=N (from 0). Leases live in VISDEV_LEASE_DIR (default\n" VD_LEASE_DIR_DEFAULT
+	").\n" CLI_GLOBAL_USAGE;
+
+#define GRACE_DEFAULT_S 10
+#define PROGRESS_EVERY_S 0.2
+#define SNAPSHOT_MAX_AGE_S 1.0
+#define SYNC_EVERY_S 1.0
+#define LINE_MAX_BYTES 8192
+#define SUMMARY_ROWS 100
+
+struct queue_options {
+	struct cli_globals g;
+	struct cli_select sel;
+	const char *file;
+	const char *templ;
+	const char **grids;
+	size_t ngrids;
+	char *state;
+	const char *log_dir;
+	const char *status;
+	unsigned long max_parallel; /* 0: as many as fit */
+	unsigned long retries;
+	double grace;
+	int resume, force, quiet;
+};
+
+/* What is known of one job: from the journal, then from this run. */
+struct job {
+	enum vd_job_state state;
+	int status;
+	unsigned starts;
+	double seconds; /* of its last run; < 0 unknown */
+	char *uuids;	/* of its last start, comma-separated; NULL never started */
+};
+
+/* Output of a running job, cut into whole lines. */
+struct lines {
+	int fd; /* the pipe's read end; -1 closed */
+	size_t len;
+	char buf[LINE_MAX_BYTES];
+};
+
+struct running {
+	size_t job;
+	pid_t pid;
+	struct vd_lease *lease;
+	struct lines out[2]; /* stdout, stderr */
+	double start;
+	char gpus[128]; /* "GPU 0, GPU 3" */
+};
+
+struct queue {
+	struct queue_options *o;
+	struct vd_jobs *jobs;
+	struct job *job;
+	size_t *pending, head, npending; /* jobs to start: pending[head..head+npending) */
+	size_t to_run;			 /* jobs this run set out to run */
+	struct running **run; /* nrun of them, room for caprun */
+	size_t nrun, caprun;
+	struct vd_journal_writer *journal;
+	struct vd_waiter *waiter;
+	struct vd_backend *backend;
+	struct vd_system *sys;
+	struct vd_resolution *parent;
+	double sys_at;
+	const char *dir;
+	char private_dir[64]; /* inside an allocation: a lease directory of the queue's own */
+	char name[64];	      /* the queue, for the lease records: "jobs.txt" */
+	int sigfd, null_fd;
+	int progress, progress_shown;
+	double t0, drawn_at, synced_at;
+	int waiting, turn, said_waiting, retry_soon;
+	int stopping, stop_signal, never, broken;
+	double kill_at;
+	pid_t *linger; /* stopping: groups whose leader ended and whose others live on */
+	size_t nlinger;
+	size_t done, failed;
+};
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* Reads a whole number for option, from min to max; -1 after saying why. */
+static int parse_count(unsigned long *out, const char *option, const char *arg, unsigned long min,
+		       unsigned long max)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoul(arg, &end, 10);
+	if (*arg < '0' || *arg > '9' || *end || errno || *out < min || *out > max) {
+		cli_usage("queue", "%s takes a whole number from %lu to %lu, not '%s'", option, min,
+			  max, arg);
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_grace(double *out, const char *arg)
+{
+	char *end;
+
+	*out = strtod(arg, &end);
+	if (end == arg || *end || !(*out >= 0) || *out > 86400) {
+		cli_usage("queue", "--grace takes a number of seconds, not '%s'", arg);
+		return -1;
+	}
+	return 0;
+}
+
+/* Reads the command line into o. Returns -1 to go on, or the exit code. */
+static int parse_options(struct queue_options *o, int argc, char **argv)
+{
+	enum {
+		OPT_TEMPLATE = 256,
+		OPT_GRID,
+		OPT_MAX_PARALLEL,
+		OPT_STATE,
+		OPT_RESUME,
+		OPT_FORCE,
+		OPT_RETRIES,
+		OPT_LOG_DIR,
+		OPT_GRACE,
+		OPT_STATUS,
+	};
+	static const struct option options[] = {
+		{ "template", required_argument, NULL, OPT_TEMPLATE },
+		{ "grid", required_argument, NULL, OPT_GRID },
+		{ "max-parallel", required_argument, NULL, OPT_MAX_PARALLEL },
+		{ "state", required_argument, NULL, OPT_STATE },
+		{ "resume", no_argument, NULL, OPT_RESUME },
+		{ "force", no_argument, NULL, OPT_FORCE },
+		{ "retries", required_argument, NULL, OPT_RETRIES },
+		{ "log-dir", required_argument, NULL, OPT_LOG_DIR },
+		{ "grace", required_argument, NULL, OPT_GRACE },
+		{ "status", required_argument, NULL, OPT_STATUS },
+		{ "quiet", no_argument, NULL, 'q' },
+		CLI_SELECT_OPTIONS,
+		CLI_GLOBAL_OPTIONS,
+	};
+	int opt;
+
+	o->grids = calloc((size_t)argc, sizeof(*o->grids));
+	if (!o->grids) {
+		cli_error("out of memory");
+		return EXIT_FAIL;
+	}
+	while ((opt = cli_getopt(argc, argv, "hqn:", options)) != -1) {
+		int r = cli_select_option(&o->sel, opt, optarg), bad = 0;
+
+		if (r < 0)
+			return EXIT_USAGE;
+		if (r > 0)
+			continue;
+		switch (opt) {
+		case OPT_TEMPLATE:
+			o->templ = optarg;
+			break;
+		case OPT_GRID:
+			o->grids[o->ngrids++] = optarg;
+			break;
+		case OPT_MAX_PARALLEL:
+			bad = parse_count(&o->max_parallel, "--max-parallel", optarg, 1, 1000000);
+			break;
+		case OPT_STATE:
+			free(o->state);
+			o->state = strdup(optarg);
+			break;
+		case OPT_RESUME:
+			o->resume = 1;
+			break;
+		case OPT_FORCE:
+			o->force = 1;
+			break;
+		case OPT_RETRIES:
+			bad = parse_count(&o->retries, "--retries", optarg, 0, 100);
+			break;
+		case OPT_LOG_DIR:
+			o->log_dir = optarg;
+			break;
+		case OPT_GRACE:
+			bad = parse_grace(&o->grace, optarg);
+			break;
+		case OPT_STATUS:
+			o->status = optarg;
+			break;
+		case 'q':
+			o->quiet = 1;
+			break;
+		default:
+			if (!cli_global_option(&o->g, opt, optarg))
+				return EXIT_USAGE;
+		}
+		if (bad)
+			return EXIT_USAGE;
+	}
+	if (cli_wants_help(&o->g, usage))
+		return EXIT_OK;
+	if (o->status)
+		return optind < argc ? cli_usage("queue", "--status takes no job file ('%s' given)",
+						 argv[optind]) :
+				       -1;
+	if (o->sel.or_cpu)
+		return cli_usage("queue", "--or-cpu is not for a queue: its jobs wait for GPUs "
+					  "(run them on the CPU with 'CUDA_VISIBLE_DEVICES= sh FILE')");
+	if (o->ngrids && !o->templ)
+		return cli_usage("queue", "--grid needs --template: the command its values go in");
+	if (o->templ && optind < argc)
+		return cli_usage("queue", "give jobs either as a file or as --template, not both "
+					  "('%s' given with --template)",
+				 argv[optind]);
+	if (!o->templ && optind == argc)
+		return cli_usage("queue", "queue needs jobs: a file (one command a line, '-' for "
+					  "standard input) or --template CMD --grid NAME=V1,V2");
+	if (optind + 1 < argc)
+		return cli_usage("queue", "queue takes one job file ('%s' and '%s' given)",
+				 argv[optind], argv[optind + 1]);
+	o->file = o->templ ? NULL : argv[optind];
+	if (!o->state && o->file && strcmp(o->file, "-") &&
+	    asprintf(&o->state, "%s.journal", o->file) < 0)
+		o->state = NULL;
+	if (!o->state)
+		o->state = strdup("visdev-queue.journal");
+	if (!o->state) {
+		cli_error("out of memory");
+		return EXIT_FAIL;
+	}
+	return -1;
+}
+
+/* The jobs the options name: the file's lines, or the template over the grid. */
+static int read_jobs(struct vd_jobs **out, const struct queue_options *o)
+{
+	char *text = NULL;
+	size_t len = 0, cap = 0;
+	FILE *f;
+	int err;
+
+	if (o->templ) {
+		err = vd_jobs_grid(out, o->templ, o->grids, o->ngrids);
+		return err ? cli_library_error(err) : 0;
+	}
+	f = strcmp(o->file, "-") ? fopen(o->file, "re") : stdin;
+	if (!f) {
+		cli_error("cannot read the job file '%s': %s", o->file, strerror(errno));
+		return errno == ENOENT ? EXIT_USAGE : EXIT_FAIL;
+	}
+	for (;;) {
+		size_t n;
+
+		if (len + 65536 > cap) {
+			char *more = realloc(text, cap = 2 * cap + 65536);
+
+			if (!more) {
+				free(text);
+				cli_error("out of memory");
+				return EXIT_FAIL;
+			}
+			text = more;
+		}
+		n = fread(text + len, 1, cap - len, f);
+		len += n;
+		if (n == 0)
+			break;
+	}
+	err = ferror(f);
+	if (f != stdin)
+		fclose(f);
+	if (err) {
+		free(text);
+		cli_error("cannot read the job file '%s'", o->file);
+		return EXIT_FAIL;
+	}
+	err = vd_jobs_parse(out, text ? text : "", len);
+	free(text);
+	if (err) {
+		cli_error("%s: %s", o->file, vd_error_last());
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+/* "job 3 (line 5)", or "job 3" from a grid. */
+static const char *job_label(char *buf, size_t n, const struct vd_jobs *jobs, size_t i)
+{
+	if (jobs->lines && i < jobs->n)
+		snprintf(buf, n, "job %zu (line %u)", i, jobs->lines[i]);
+	else
+		snprintf(buf, n, "job %zu", i);
+	return buf;
+}
+
+/* Says how the job list differs from the one the journal was written for. */
+static void say_changed(const struct vd_journal *j, const struct vd_jobs *jobs, const char *state)
+{
+	char label[64];
+
+	for (size_t i = 0; i < j->njobs; i++) {
+		const char *was = j->jobs[i].command;
+
+		if (!was)
+			continue;
+		if (i >= jobs->n) {
+			cli_error("the jobs changed since '%s' was written: job %zu ('%s') is gone: "
+				  "there are %zu jobs now, %zu then",
+				  state, i, was, jobs->n, j->njobs);
+			return;
+		}
+		if (strcmp(was, jobs->commands[i])) {
+			cli_error("the jobs changed since '%s' was written: %s was '%s' and is now "
+				  "'%s'",
+				  state, job_label(label, sizeof(label), jobs, i), was,
+				  jobs->commands[i]);
+			return;
+		}
+	}
+	cli_error("the jobs changed since '%s' was written: %zu jobs now, %zu then, and every job "
+		  "that ran is unchanged",
+		  state, jobs->n, j->njobs);
+}
+
+/* Fills each job's state from the journal, for --resume and --status. */
+static int take_journal(struct job *job, size_t n, const struct vd_journal *j)
+{
+	for (size_t i = 0; i < n && i < j->njobs; i++) {
+		const struct vd_journal_job *jj = &j->jobs[i];
+
+		job[i].state = jj->state;
+		job[i].status = jj->status;
+		job[i].starts = jj->starts;
+		job[i].seconds = jj->end_ms && jj->start_ms ? (jj->end_ms - jj->start_ms) / 1e3 :
+							      -1;
+		if (jj->devices && !(job[i].uuids = strdup(jj->devices)))
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * Decides what this run runs, from the journal: with --resume, the jobs it
+ * does not show succeeded; without, every job, after making sure that no
+ * cut-short run of the same jobs is thrown away unasked. Returns -1 to go
+ * on, or an exit code.
+ */
+static int plan(struct queue *q)
+{
+	struct queue_options *o = q->o;
+	struct vd_journal *j = NULL;
+	int err = vd_journal_read(&j, o->state), rc = -1;
+
+	if (err && err != VD_ENOTFOUND)
+		return cli_library_error(err);
+	if (o->resume && !j) {
+		cli_error("no journal '%s' to resume: run the queue without --resume (or name its "
+			  "journal with --state)",
+			  o->state);
+		return EXIT_USAGE;
+	}
+	if (o->resume && (j->digest != q->jobs->digest || j->njobs != q->jobs->n) && !o->force) {
+		say_changed(j, q->jobs, o->state);
+		cli_error("to resume anyway, matching jobs by their number, add --force; to start "
+			  "over, run without --resume");
+		rc = EXIT_USAGE;
+	} else if (o->resume) {
+		if (take_journal(q->job, q->jobs->n, j)) {
+			cli_error("out of memory");
+			rc = EXIT_FAIL;
+		}
+	} else if (j && j->digest == q->jobs->digest && !o->force) {
+		size_t unfinished = 0;
+
+		for (size_t i = 0; i < j->njobs; i++)
+			unfinished += j->jobs[i].state == VD_JOB_RUNNING ||
+				      j->jobs[i].state == VD_JOB_PENDING;
+		if (unfinished) {
+			cli_error("'%s' shows a run of these jobs cut short, %zu of %zu not "
+				  "finished: --resume runs only those, --force starts over",
+				  o->state, unfinished, j->njobs);
+			rc = EXIT_USAGE;
+		}
+	}
+	vd_journal_free(j);
+	if (rc >= 0)
+		return rc;
+	for (size_t i = 0; i < q->jobs->n; i++)
+		if (q->job[i].state != VD_JOB_DONE)
+			q->pending[q->npending++] = i;
+	q->to_run = q->npending;
+	return -1;
+}
+
+/* ---- the jobs' output ---------------------------------------------------- */
+
+/* Clears the progress line, so that other output takes its place. */
+static void clear_progress(struct queue *q)
+{
+	if (q->progress_shown) {
+		fputs("\r\033[K", stderr);
+		fflush(stderr);
+		q->progress_shown = 0;
+	}
+}
+
+/* Writes all of buf to fd, or drops it when fd is gone (a closed pipe). */
+static void write_all(int fd, const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, buf, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		buf += n;
+		len -= (size_t)n;
+	}
+}
+
+/* One whole line of job i's output, with its index in front, in one write. */
+static void emit_line(struct queue *q, size_t i, int to, const char *s, size_t len)
+{
+	char line[LINE_MAX_BYTES + 32];
+	int head = snprintf(line, sizeof(line), "[%zu] ", i);
+
+	memcpy(line + head, s, len);
+	line[head + (int)len] = '\n';
+	clear_progress(q);
+	write_all(to, line, (size_t)head + len + 1);
+}
+
+/* Reads what job r wrote on stream k and passes on its whole lines; at end of file, the rest. */
+static void read_output(struct queue *q, struct running *r, int k)
+{
+	struct lines *l = &r->out[k];
+	int to = k == 0 && !q->o->g.json ? STDOUT_FILENO : STDERR_FILENO;
+	ssize_t n;
+
+	while (l->fd >= 0) {
+		char *nl;
+
+		n = read(l->fd, l->buf + l->len, sizeof(l->buf) - l->len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n <= 0) {
+			if (l->len)
+				emit_line(q, r->job, to, l->buf, l->len);
+			l->len = 0;
+			close(l->fd);
+			l->fd = -1;
+			return;
+		}
+		l->len += (size_t)n;
+		while ((nl = memchr(l->buf, '\n', l->len))) {
+			size_t used = (size_t)(nl - l->buf) + 1;
+
+			emit_line(q, r->job, to, l->buf, used - 1);
+			memmove(l->buf, l->buf + used, l->len - used);
+			l->len -= used;
+		}
+		if (l->len == sizeof(l->buf)) {
+			/* a line longer than the buffer: passed on in pieces */
+			emit_line(q, r->job, to, l->buf, l->len);
+			l->len = 0;
+		}
+	}
+}
+
+/* ---- starting a job ------------------------------------------------------ */
+
+/* VISDEV_LEASE=..., filled in by each child before it execs (cli_receive_lease_env). */
+static char lease_env[CLI_LEASE_ENV_SIZE];
+
+static char order_env[] = "CUDA_DEVICE_ORDER=PCI_BUS_ID", sh[] = "sh", dash_c[] = "-c";
+
+/* The environment of job i: this one's, less what visdev sets, plus those. */
+static char **job_env(const char *value, size_t i)
+{
+	static const char *const ours[] = { "CUDA_VISIBLE_DEVICES=", "CUDA_DEVICE_ORDER=",
+					    "VISDEV_LEASE=", "VISDEV_JOB_INDEX=" };
+	size_t n = 0, k = 0;
+	char **env;
+
+	while (environ[n])
+		n++;
+	env = calloc(n + 5, sizeof(*env));
+	if (!env)
+		return NULL;
+	for (size_t e = 0; e < n; e++) {
+		int skip = 0;
+
+		for (size_t o = 0; o < sizeof(ours) / sizeof(ours[0]); o++)
+			skip |= !strncmp(environ[e], ours[o], strlen(ours[o]));
+		if (!skip)
+			env[k++] = environ[e];
+	}
+	if (asprintf(&env[k++], "CUDA_VISIBLE_DEVICES=%s", value) < 0 ||
+	    asprintf(&env[k++], "VISDEV_JOB_INDEX=%zu", i) < 0) {
+		free(env);
+		return NULL;
+	}
+	env[k++] = order_env;
+	env[k++] = lease_env;
+	return env;
+}
+
+/* Frees what job_env() allocated: its two formatted entries, and the array. */
+static void job_env_free(char **env)
+{
+	size_t n = 0;
+
+	if (!env)
+		return;
+	while (env[n])
+		n++;
+	free(env[n - 4]);
+	free(env[n - 3]);
+	free(env);
+}
+
+/* The output files of job i under --log-dir, or pipes; -1 on failure, after saying why. */
+static int open_output(struct queue *q, size_t i, int write_fd[2], struct running *r)
+{
+	for (int k = 0; k < 2; k++) {
+		int fds[2];
+
+		r->out[k].fd = write_fd[k] = -1;
+		if (q->o->log_dir) {
+			char path[PATH_MAX];
+
+			snprintf(path, sizeof(path), "%s/%zu.%s", q->o->log_dir, i,
+				 k ? "err" : "out");
+			write_fd[k] = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+			if (write_fd[k] < 0) {
+				cli_error("cannot write '%s': %s", path, strerror(errno));
+				return -1;
+			}
+		} else {
+			if (pipe2(fds, O_CLOEXEC) < 0) {
+				cli_error("cannot start job %zu: %s", i, strerror(errno));
+				return -1;
+			}
+			fcntl(fds[0], F_SETFL, O_NONBLOCK);
+			r->out[k].fd = fds[0];
+			write_fd[k] = fds[1];
+		}
+	}
+	return 0;
+}
+
+/* Resets what the queue set up for itself, in the child, before exec. */
+static void child_signals(void)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE };
+	sigset_t none;
+
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		signal(sigs[i], SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+/* The UUIDs of the devices of a lease, comma-separated, for the journal. */
+static char *lease_uuids(const struct vd_system *sys, const struct vd_device_ref *d, size_t n)
+{
+	size_t len = 1;
+	char *s;
+
+	for (size_t i = 0; i < n; i++)
+		len += VD_UUID_MAX + 1;
+	s = calloc(1, len);
+	for (size_t i = 0; s && i < n; i++) {
+		const struct vd_gpu *g = &sys->gpus[d[i].gpu];
+
+		if (i)
+			strcat(s, ",");
+		strcat(s, d[i].mig >= 0 ? g->mig[d[i].mig].uuid : g->uuid);
+	}
+	return s;
+}
+
+/* Starts job i on lease, which it then owns. Returns 0, or -1 (the job failed to start). */
+static int start_job(struct queue *q, size_t i, struct vd_lease *lease)
+{
+	struct running *r;
+	const struct vd_device_ref *devs;
+	char *value = NULL, **env = NULL, *uuids = NULL;
+	char *argv[] = { sh, dash_c, q->jobs->commands[i], NULL };
+	int out[2] = { -1, -1 }, go[2] = { -1, -1 }, rc = -1;
+	size_t ndevs;
+	pid_t pid;
+
+	if (q->nrun == q->caprun) {
+		size_t cap = q->caprun ? 2 * q->caprun : 16;
+		struct running **more = realloc(q->run, cap * sizeof(*more));
+
+		if (!more) {
+			cli_error("out of memory");
+			vd_lease_free(lease);
+			return -1;
+		}
+		q->run = more;
+		q->caprun = cap;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		cli_error("out of memory");
+		vd_lease_free(lease);
+		return -1;
+	}
+	r->out[0].fd = r->out[1].fd = -1;
+	devs = vd_lease_devices(lease, &ndevs);
+	if (cli_child_value(&value, q->sys, q->parent, devs, ndevs, q->o->sel.format))
+		goto out;
+	env = job_env(value, i);
+	uuids = lease_uuids(q->sys, devs, ndevs);
+	if (!env || !uuids) {
+		cli_error("out of memory");
+		goto out;
+	}
+	if (open_output(q, i, out, r) ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) < 0) {
+		if (go[0] < 0)
+			cli_error("cannot start job %zu: %s", i, strerror(errno));
+		goto out;
+	}
+	pid = fork();
+	if (pid < 0) {
+		cli_error("cannot start job %zu: %s", i, strerror(errno));
+		goto out;
+	}
+	if (pid == 0) {
+		/* the child: async-signal-safe calls only */
+		setpgid(0, 0);
+		child_signals();
+		dup2(q->null_fd, STDIN_FILENO);
+		dup2(out[0], STDOUT_FILENO);
+		dup2(out[1], STDERR_FILENO);
+		close(go[1]);
+		cli_receive_lease_env(go[0], lease_env); /* once the record names the job */
+		if (vd_lease_inherit(lease) == 0)
+			execve("/bin/sh", argv, env);
+		_exit(127);
+	}
+	setpgid(pid, pid);
+	close(go[0]);
+	go[0] = -1;
+	if (vd_lease_set_job(lease, pid, pid))
+		cli_error("note: the lease record of job %zu still names visdev, not the job: %s",
+			  i, vd_error_last());
+	cli_send_lease_env(go[1], lease, q->sys);
+	if (vd_journal_start(q->journal, i, pid, uuids, q->jobs->commands[i]))
+		cli_error("note: job %zu's start is not in the journal: %s", i, vd_error_last());
+	r->job = i;
+	r->pid = pid;
+	r->lease = lease;
+	r->start = now_s();
+	cli_devices_text(r->gpus, sizeof(r->gpus), q->sys, devs, ndevs);
+	if (!ndevs)
+		snprintf(r->gpus, sizeof(r->gpus), "-");
+	free(q->job[i].uuids);
+	q->job[i].uuids = uuids;
+	uuids = NULL;
+	q->job[i].state = VD_JOB_RUNNING;
+	q->job[i].starts++;
+	q->run[q->nrun++] = r;
+	lease = NULL;
+	rc = 0;
+out:
+	for (int k = 0; k < 2; k++) {
+		if (out[k] >= 0)
+			close(out[k]);
+		if (go[k] >= 0)
+			close(go[k]);
+		if (rc && r->out[k].fd >= 0)
+			close(r->out[k].fd);
+	}
+	if (rc)
+		free(r);
+	vd_lease_free(lease);
+	job_env_free(env);
+	free(value);
+	free(uuids);
+	return rc;
+}
+
+/* Takes a new snapshot (and the parent's restriction on it) when the last is stale. */
+static int refresh(struct queue *q, int force)
+{
+	int err;
+
+	if (q->sys && !force && now_s() - q->sys_at < SNAPSHOT_MAX_AGE_S)
+		return 0;
+	vd_resolution_free(q->parent);
+	q->parent = NULL;
+	vd_system_free(q->sys);
+	q->sys = NULL;
+	err = vd_backend_snapshot(&q->sys, q->backend);
+	if (err)
+		return cli_library_error(err);
+	q->sys_at = now_s();
+	return cli_resolve_env(&q->parent, q->sys, 0);
+}
+
+/*
+ * Starts jobs, in order, while their leases can be had. The first that
+ * does not fit waits in line (the waiter keeps its place); its turn comes
+ * with a wake-up from the line, or with one of our own jobs ending.
+ */
+static void start_jobs(struct queue *q)
+{
+	while (!q->stopping && !q->never && !q->broken && q->npending &&
+	       (!q->o->max_parallel || q->nrun < q->o->max_parallel)) {
+		size_t i = q->pending[q->head];
+		struct vd_lease *lease = NULL;
+		struct vd_choice *choice = NULL;
+		char cmdline[VD_COMMAND_MAX];
+		int err;
+
+		if (q->waiting && !q->turn)
+			return;
+		q->turn = 0;
+		if (refresh(q, q->waiting)) {
+			q->broken = 1;
+			return;
+		}
+		snprintf(cmdline, sizeof(cmdline), "queue %s[%zu]: %s", q->name, i,
+			 q->jobs->commands[i]);
+		err = vd_waiter_acquire(q->waiter, &lease, &choice, q->sys, q->parent,
+					&q->o->sel.opts, cmdline);
+		if (err == 0) {
+			q->waiting = 0;
+			q->head++;
+			q->npending--;
+			if (start_job(q, i, lease)) {
+				q->job[i].state = VD_JOB_FAILED;
+				q->job[i].status = EXIT_FAIL;
+				q->failed++;
+			}
+		} else if (err == VD_ENOFIT && choice->never) {
+			clear_progress(q);
+			cli_error("job %zu can never fit on this machine: %s", i, vd_error_last());
+			cli_print_reasons(choice, q->sys);
+			q->never = 1;
+		} else if (err == VD_ENOFIT || err == VD_EBUSY) {
+			/* locks without a record (a lease ending now): look again soon */
+			q->retry_soon = err == VD_EBUSY || choice->unknown_holders;
+			/* waiting for our own jobs to end is the queue at work: nothing to say */
+			if (!q->waiting && !q->nrun && !q->said_waiting++ && !q->o->quiet) {
+				clear_progress(q);
+				cli_error("waiting: %s", vd_error_last());
+				cli_print_reasons(choice, q->sys);
+			}
+			q->waiting = 1;
+		} else {
+			clear_progress(q);
+			cli_library_error(err);
+			q->broken = 1;
+		}
+		vd_choice_free(choice);
+		if (q->waiting)
+			return;
+	}
+}
+
+/* ---- ends, stops and the progress line --------------------------------- */
+
+/* A job's end, once reaped: its output drained, its end journaled, its lease let go. */
+static void end_job(struct queue *q, size_t slot, int status)
+{
+	struct running *r = q->run[slot];
+	struct job *j = &q->job[r->job];
+	int code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+
+	for (int k = 0; k < 2; k++) {
+		/* what the job wrote is passed on; its children may hold the pipe: not waited for */
+		read_output(q, r, k);
+		if (r->out[k].fd >= 0) {
+			if (r->out[k].len)
+				emit_line(q, r->job, k == 0 && !q->o->g.json ? 1 : 2, r->out[k].buf,
+					  r->out[k].len);
+			close(r->out[k].fd);
+		}
+	}
+	if (vd_journal_end(q->journal, r->job, code))
+		cli_error("note: job %zu's end is not in the journal: %s", r->job,
+			  vd_error_last());
+	j->status = code;
+	j->seconds = now_s() - r->start;
+	vd_lease_free(r->lease);
+	if (code == 0) {
+		j->state = VD_JOB_DONE;
+		q->done++;
+	} else if (!q->stopping && j->starts <= q->o->retries) {
+		/* again, before anything else: the head of the line it already had */
+		j->state = VD_JOB_PENDING;
+		q->pending[--q->head] = r->job;
+		q->npending++;
+	} else {
+		j->state = VD_JOB_FAILED;
+		q->failed++;
+	}
+	/* stopping: what is left of the job's group gets SIGKILL with the rest */
+	if (q->stopping && q->linger && kill(-r->pid, 0) == 0)
+		q->linger[q->nlinger++] = r->pid;
+	free(r);
+	q->run[slot] = q->run[--q->nrun];
+	q->turn = 1; /* a GPU of ours is free: worth a try now */
+}
+
+/* Reaps every job that has ended. */
+static void reap(struct queue *q)
+{
+	int status;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+		for (size_t s = 0; s < q->nrun; s++)
+			if (q->run[s]->pid == pid) {
+				end_job(q, s, status);
+				break;
+			}
+}
+
+/* Sends sig to every running job's process group (continued, so that it can act on it). */
+static void signal_jobs(struct queue *q, int sig)
+{
+	for (size_t s = 0; s < q->nrun; s++) {
+		kill(-q->run[s]->pid, sig);
+		kill(-q->run[s]->pid, SIGCONT);
+	}
+	for (size_t k = 0; sig == SIGKILL && k < q->nlinger; k++)
+		kill(-q->linger[k], SIGKILL);
+}
+
+/* Whether a group left over from a job whose leader ended still has a process. */
+static int lingering(struct queue *q)
+{
+	size_t k = 0;
+
+	while (k < q->nlinger)
+		if (kill(-q->linger[k], 0) < 0 && errno == ESRCH)
+			q->linger[k] = q->linger[--q->nlinger];
+		else
+			k++;
+	return q->nlinger > 0;
+}
+
+/* The first stop: jobs get SIGTERM and the grace; a second Ctrl-C, or the grace's end, SIGKILL. */
+static void stop(struct queue *q, int sig)
+{
+	clear_progress(q);
+	if (q->stopping && sig == SIGINT) {
+		signal_jobs(q, SIGKILL);
+		return;
+	}
+	if (q->stopping)
+		return;
+	q->stopping = 1;
+	q->stop_signal = sig;
+	q->linger = calloc(q->nrun ? q->nrun : 1, sizeof(*q->linger));
+	q->kill_at = now_s() + q->o->grace;
+	vd_waiter_free(q->waiter); /* out of the line */
+	q->waiter = NULL;
+	if (q->nrun)
+		cli_error("stopping: %zu job%s sent SIGTERM, SIGKILL in %g s (Ctrl-C again: at "
+			  "once)",
+			  q->nrun, q->nrun == 1 ? "" : "s", q->o->grace);
+	signal_jobs(q, SIGTERM);
+}
+
+static void format_duration(char *buf, size_t n, double s)
+{
+	if (s < 60)
+		snprintf(buf, n, "%.1fs", s);
+	else if (s < 3600)
+		snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
+	else
+		snprintf(buf, n, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
+}
+
+/* The progress line, on a terminal: counts, which GPU runs which job, and the time left. */
+static void draw_progress(struct queue *q)
+{
+	struct winsize ws;
+	size_t width = 100, len;
+	char line[1024], eta[32] = "";
+	size_t finished = q->done + q->failed;
+
+	if (!q->progress || q->stopping)
+		return;
+	/* what the line reports is on disk first */
+	vd_journal_sync(q->journal);
+	q->synced_at = now_s();
+	if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 20)
+		width = ws.ws_col;
+	if (finished && q->to_run > finished) {
+		double rate = finished / (now_s() - q->t0);
+
+		format_duration(eta, sizeof(eta), (q->to_run - finished) / rate);
+	}
+	len = (size_t)snprintf(line, sizeof(line),
+			       "queue: %zu done, %zu failed, %zu running, %zu waiting%s%s", q->done,
+			       q->failed, q->nrun, q->npending, eta[0] ? ", ETA " : "", eta);
+	for (size_t s = 0; s < q->nrun && len < sizeof(line); s++)
+		len += (size_t)snprintf(line + len, sizeof(line) - len, "%s%s #%zu",
+					s ? ", " : "; ", q->run[s]->gpus, q->run[s]->job);
+	if (len > width - 1)
+		len = width - 1;
+	line[len] = '\0';
+	fprintf(stderr, "\r\033[K%s", line);
+	fflush(stderr);
+	q->progress_shown = 1;
+	q->drawn_at = now_s();
+}
+
+/* How long poll() may sleep: until the next redraw, retry, sync or SIGKILL. */
+static int poll_timeout(const struct queue *q)
+{
+	double now = now_s(), until = -1;
+
+	if (q->progress)
+		until = q->drawn_at + PROGRESS_EVERY_S;
+	if (q->waiting && !q->stopping) {
+		/* the first in line looks each second (NVML's view changes without an end) */
+		double again = q->retry_soon			    ? 0.01 :
+			       vd_waiter_place(q->waiter, NULL) <= 1 ? 1.0 :
+								       5.0;
+
+		if (until < 0 || q->sys_at + again < until)
+			until = q->sys_at + again;
+	}
+	/* after SIGKILL, a look every 10 ms until the groups are gone */
+	if (q->stopping && (until < 0 || q->kill_at < until))
+		until = q->kill_at > now ? q->kill_at : now + 0.01;
+	if (until < 0 || q->synced_at + SYNC_EVERY_S < until)
+		until = q->synced_at + SYNC_EVERY_S;
+	return until <= now ? 0 : (int)((until - now) * 1000) + 1;
+}
+
+/* The event loop: until every job has run (or the queue stops), and every job has ended. */
+static void loop(struct queue *q)
+{
+	struct pollfd *fds = NULL;
+	size_t capfds = 0;
+
+	while (q->nrun || (q->npending && !q->stopping && !q->never && !q->broken) ||
+	       lingering(q)) {
+		size_t nfds = 0, first_out;
+		int timeout;
+
+		start_jobs(q);
+		if (!q->nrun && !q->nlinger &&
+		    (!q->npending || q->stopping || q->never || q->broken))
+			break;
+		if (2 + 2 * q->nrun > capfds) {
+			struct pollfd *more = realloc(fds, (capfds = 4 * q->nrun + 16) * sizeof(*fds));
+
+			if (!more) {
+				cli_error("out of memory");
+				q->broken = 1;
+				break;
+			}
+			fds = more;
+		}
+		fds[nfds++] = (struct pollfd){ q->sigfd, POLLIN, 0 };
+		if (q->waiter && q->waiting)
+			fds[nfds++] = (struct pollfd){ vd_waiter_fd(q->waiter), POLLIN, 0 };
+		first_out = nfds;
+		for (size_t s = 0; s < q->nrun; s++)
+			for (int k = 0; k < 2; k++)
+				fds[nfds++] = (struct pollfd){ q->run[s]->out[k].fd, POLLIN, 0 };
+		timeout = poll_timeout(q);
+		if (poll(fds, nfds, timeout) < 0 && errno != EINTR)
+			break;
+		if (fds[0].revents) {
+			struct signalfd_siginfo si;
+
+			while (read(q->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+				if (si.ssi_signo != SIGCHLD)
+					stop(q, (int)si.ssi_signo);
+		}
+		for (size_t f = first_out; f < nfds; f++) {
+			size_t s = (f - first_out) / 2;
+
+			if (fds[f].revents && s < q->nrun)
+				read_output(q, q->run[s], (int)((f - first_out) % 2));
+		}
+		reap(q);
+		if (first_out == 2 && fds[1].revents && q->waiter &&
+		    vd_waiter_wait(q->waiter, 0) == 1)
+			q->turn = 1;
+		if (q->waiting && !q->turn && now_s() >= q->sys_at + (q->retry_soon ? 0.01 : 1.0) &&
+		    (q->retry_soon || vd_waiter_place(q->waiter, NULL) <= 1 ||
+		     now_s() >= q->sys_at + 5.0))
+			q->turn = 1;
+		if (q->stopping && (q->nrun || q->nlinger) && now_s() >= q->kill_at)
+			signal_jobs(q, SIGKILL);
+		if (now_s() >= q->synced_at + SYNC_EVERY_S) {
+			vd_journal_sync(q->journal);
+			q->synced_at = now_s();
+		}
+		if (now_s() >= q->drawn_at + PROGRESS_EVERY_S)
+			draw_progress(q);
+	}
+	free(fds);
+	clear_progress(q);
+}
+
+/* ---- the summary, and --status ------------------------------------------- */
+
+/* "GPU 0, GPU 3" for a job's UUIDs, as sys knows them; the UUIDs themselves where it does not. */
+static void gpus_of(char *buf, size_t n, const struct vd_system *sys, const char *uuids)
+{
+	char *copy = strdup(uuids ? uuids : ""), *rest = copy, *u;
+	size_t len = 0;
+
+	snprintf(buf, n, "%s", uuids ? (*uuids ? "" : "CPU") : "-");
+	while (copy && (u = strsep(&rest, ",")) && *u && len + 1 < n) {
+		struct vd_device_ref d;
+		char one[VD_UUID_MAX];
+
+		if (sys && vd_system_find(&d, sys, u) == 0)
+			cli_device_short(one, sizeof(one), sys, d);
+		else
+			snprintf(one, sizeof(one), "%s", u);
+		len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? ", " : "", one);
+	}
+	free(copy);
+}
+
+/* The order of the summary: failed first, then by index. */
+static int failed_first(const void *pa, const void *pb, void *ctx)
+{
+	const struct job *job = *(const struct job **)ctx;
+	size_t a = *(const size_t *)pa, b = *(const size_t *)pb;
+	int fa = job[a].state == VD_JOB_FAILED, fb = job[b].state == VD_JOB_FAILED;
+
+	return fa != fb ? fb - fa : (a > b) - (a < b);
+}
+
+/* The per-job table: failed jobs first; past SUMMARY_ROWS, a count of the rest. */
+static void print_table(const struct job *job, size_t n, const char *const *commands,
+			const struct vd_system *sys)
+{
+	static const struct cli_column columns[] = {
+		{ "JOB", 7, 1 },  { "STATE", 7, 0 }, { "EXIT", 4, 1 },
+		{ "GPUS", 16, 0 }, { "TIME", 8, 1 }, { "COMMAND", 0, 0 },
+	};
+	size_t *order = malloc((n ? n : 1) * sizeof(*order)), shown = 0, rest = 0;
+	struct cli_table t;
+
+	if (!order)
+		return;
+	for (size_t i = 0; i < n; i++)
+		order[i] = i;
+	qsort_r(order, n, sizeof(*order), failed_first, &job);
+	cli_table_init(&t, columns, sizeof(columns) / sizeof(columns[0]));
+	for (size_t k = 0; k < n; k++) {
+		const struct job *j = &job[order[k]];
+		char index[24], exit_code[16] = "-", gpus[128], took[32] = "-";
+
+		if (shown == SUMMARY_ROWS) {
+			rest++;
+			continue;
+		}
+		snprintf(index, sizeof(index), "%zu", order[k]);
+		if (j->state == VD_JOB_DONE || j->state == VD_JOB_FAILED)
+			snprintf(exit_code, sizeof(exit_code), "%d", j->status);
+		gpus_of(gpus, sizeof(gpus), sys, j->uuids);
+		if (j->seconds >= 0)
+			format_duration(took, sizeof(took), j->seconds);
+		cli_table_add(&t, index, vd_job_state_name(j->state), exit_code, gpus, took,
+			      commands[order[k]] ? commands[order[k]] : "?");
+		shown++;
+	}
+	cli_table_print(&t);
+	cli_table_release(&t);
+	if (rest)
+		cli_printf("... and %zu more: --json lists every job\n", rest);
+	free(order);
+}
+
+/* The summary as JSON: the counts, and every job. */
+static int print_json(const struct job *job, size_t n, const char *const *commands,
+		      const unsigned *lines, const char *state, int stopped, double seconds)
+{
+	json_t *results = json_array(), *root;
+	size_t count[4] = { 0 };
+
+	for (size_t i = 0; i < n; i++) {
+		const struct job *j = &job[i];
+		json_t *uuids = json_array(), *o;
+		char *copy = j->uuids ? strdup(j->uuids) : NULL, *rest = copy, *u;
+
+		count[j->state]++;
+		while (copy && (u = strsep(&rest, ",")) && *u)
+			json_array_append_new(uuids, json_string(u));
+		free(copy);
+		o = json_pack("{s:I, s:o, s:o, s:s, s:o, s:I, s:o, s:o}", "index", (json_int_t)i,
+			      "line", lines ? json_integer(lines[i]) : json_null(), "command",
+			      commands[i] ? cli_json_str(commands[i]) : json_null(), "state",
+			      vd_job_state_name(j->state), "status",
+			      j->state >= VD_JOB_DONE ? json_integer(j->status) : json_null(),
+			      "starts", (json_int_t)j->starts, "uuids",
+			      j->uuids ? uuids : (json_decref(uuids), json_null()), "seconds",
+			      j->seconds >= 0 ? json_real(j->seconds) : json_null());
+		json_array_append_new(results, o);
+	}
+	root = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:b, s:o, s:o}", "state_file", state,
+			 "jobs", (json_int_t)n, "done", (json_int_t)count[VD_JOB_DONE], "failed",
+			 (json_int_t)count[VD_JOB_FAILED], "running",
+			 (json_int_t)count[VD_JOB_RUNNING], "pending",
+			 (json_int_t)count[VD_JOB_PENDING], "stopped", stopped, "seconds",
+			 seconds >= 0 ? json_real(seconds) : json_null(), "results", results);
+	return cli_print_json(root);
+}
+
+/* `visdev queue --status STATE`: the journal, as the summary shows a queue. */
+static int show_status(const struct queue_options *o)
+{
+	struct vd_journal *j = NULL;
+	struct vd_system *sys = NULL;
+	struct job *job = NULL;
+	const char **commands = NULL;
+	size_t count[4] = { 0 };
+	int32_t pid = 0;
+	int busy, err, rc = EXIT_OK;
+
+	err = vd_journal_read(&j, o->status);
+	if (err)
+		return cli_library_error(err);
+	busy = vd_journal_busy(o->status, &pid);
+	job = calloc(j->njobs ? j->njobs : 1, sizeof(*job));
+	commands = calloc(j->njobs ? j->njobs : 1, sizeof(*commands));
+	if (!job || !commands || take_journal(job, j->njobs, j)) {
+		cli_error("out of memory");
+		rc = EXIT_FAIL;
+		goto out;
+	}
+	for (size_t i = 0; i < j->njobs; i++) {
+		commands[i] = j->jobs[i].command;
+		count[job[i].state]++;
+		/* a job the journal shows running, with no queue at work, was cut off */
+		if (busy != 1 && job[i].state == VD_JOB_RUNNING)
+			job[i].seconds = -1;
+	}
+	if (o->g.json) {
+		rc = print_json(job, j->njobs, commands, NULL, o->status, busy != 1, -1) ?
+			     EXIT_FAIL :
+			     EXIT_OK;
+		goto out;
+	}
+	if (busy == 1)
+		cli_printf("queue '%s': running (pid %d): ", o->status, (int)pid);
+	else
+		cli_printf("queue '%s': not running: ", o->status);
+	cli_printf("%zu done, %zu failed, %zu %s, %zu not started, of %zu\n", count[VD_JOB_DONE],
+		   count[VD_JOB_FAILED], count[VD_JOB_RUNNING],
+		   busy == 1 ? "running" : "cut off (no end recorded)", count[VD_JOB_PENDING],
+		   j->njobs);
+	/* GPU indices are a nicety here: without a backend, devices are shown by UUID */
+	{
+		struct vd_backend_options bopts = o->g.backend;
+		struct vd_backend *b = NULL;
+
+		bopts.use_env = 1;
+		if (vd_backend_open(&b, &bopts) == 0)
+			vd_backend_snapshot(&sys, b);
+		vd_backend_free(b);
+	}
+	print_table(job, j->njobs, commands, sys);
+out:
+	for (size_t i = 0; job && i < j->njobs; i++)
+		free(job[i].uuids);
+	free(job);
+	free(commands);
+	vd_system_free(sys);
+	vd_journal_free(j);
+	return rc;
+}
+
+/* ---- set-up -------------------------------------------------------------- */
+
+/*
+ * Inside a job that 'visdev run' started, the queue divides that job's GPUs
+ * (CUDA_VISIBLE_DEVICES) among its own jobs: their leases go to a lease
+ * directory of the queue's own, since the job's lease already holds every
+ * one of those GPUs in the shared one.
+ */
+static int choose_lease_dir(struct queue *q)
+{
+	size_t own;
+
+	q->dir = cli_lease_dir();
+	if (refresh(q, 1))
+		return -1;
+	own = cli_own_leases(q->sys);
+	if (!own)
+		return 0;
+	snprintf(q->private_dir, sizeof(q->private_dir), "/dev/shm/visdev-queue-XXXXXX");
+	if (!mkdtemp(q->private_dir)) {
+		snprintf(q->private_dir, sizeof(q->private_dir), "/tmp/visdev-queue-XXXXXX");
+		if (!mkdtemp(q->private_dir)) {
+			cli_error("cannot make a lease directory for the queue: %s",
+				  strerror(errno));
+			q->private_dir[0] = '\0';
+			return -1;
+		}
+	}
+	q->dir = q->private_dir;
+	if (!q->o->quiet)
+		cli_error("note: inside a visdev job that holds %zu device%s: the queue divides "
+			  "them among its jobs",
+			  own, own == 1 ? "" : "s");
+	return 0;
+}
+
+/* Removes the queue's own lease directory and what is in it. */
+static void remove_private_dir(struct queue *q)
+{
+	char path[PATH_MAX];
+	struct dirent *e;
+	DIR *d;
+
+	if (!q->private_dir[0] || !(d = opendir(q->private_dir)))
+		return;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+			snprintf(path, sizeof(path), "%s/%s", q->private_dir, e->d_name);
+			unlink(path);
+		}
+	closedir(d);
+	rmdir(q->private_dir);
+}
+
+/* The signals the loop reads from a signalfd; a job's own, reset before exec. */
+static int watch_signals(struct queue *q)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0 ||
+	    (q->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
+		cli_error("cannot watch for signals: %s", strerror(errno));
+		return -1;
+	}
+	/* a reader of our output that is gone is no reason to die with jobs running */
+	signal(SIGPIPE, SIG_IGN);
+	return 0;
+}
+
+/* Names the queue in lease records: the job file's name, "stdin" or "grid". */
+static void name_queue(struct queue *q)
+{
+	const char *f = q->o->file, *slash;
+
+	if (!f)
+		f = "grid";
+	else if (!strcmp(f, "-"))
+		f = "stdin";
+	else if ((slash = strrchr(f, '/')))
+		f = slash + 1;
+	snprintf(q->name, sizeof(q->name), "%s", f);
+}
+
+/* Runs the queue the options describe. Returns the exit code. */
+static int run_queue(struct queue_options *o)
+{
+	struct queue q = { 0 };
+	int rc, err;
+
+	q.o = o;
+	q.sigfd = q.null_fd = -1;
+	rc = read_jobs(&q.jobs, o);
+	if (rc)
+		return rc;
+	q.job = calloc(q.jobs->n ? q.jobs->n : 1, sizeof(*q.job));
+	q.pending = calloc(q.jobs->n ? q.jobs->n : 1, sizeof(*q.pending));
+	if (!q.job || !q.pending) {
+		cli_error("out of memory");
+		rc = EXIT_FAIL;
+		goto out;
+	}
+	for (size_t i = 0; i < q.jobs->n; i++)
+		q.job[i].seconds = -1;
+	rc = plan(&q);
+	if (rc >= 0)
+		goto out;
+	rc = EXIT_FAIL;
+	if (o->log_dir && mkdir(o->log_dir, 0755) < 0 && errno != EEXIST) {
+		cli_error("cannot make the log folder '%s': %s", o->log_dir, strerror(errno));
+		goto out;
+	}
+	err = vd_journal_open(&q.journal, o->state, q.jobs, o->resume);
+	if (err) {
+		rc = cli_library_error(err);
+		goto out;
+	}
+	name_queue(&q);
+	rc = cli_backend(&q.backend, &o->g);
+	if (rc)
+		goto out;
+	rc = EXIT_FAIL;
+	if (choose_lease_dir(&q) || watch_signals(&q))
+		goto out;
+	q.null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	err = vd_waiter_new(&q.waiter, q.dir);
+	if (err || q.null_fd < 0) {
+		rc = err ? cli_library_error(err) : EXIT_FAIL;
+		goto out;
+	}
+	q.progress = !o->quiet && isatty(STDERR_FILENO);
+	q.t0 = q.synced_at = now_s();
+	if (!q.to_run && !o->quiet)
+		cli_error("note: every job in '%s' has already succeeded: nothing to run",
+			  o->state);
+	loop(&q);
+	vd_journal_sync(q.journal);
+	if (o->g.json)
+		rc = print_json(q.job, q.jobs->n, (const char *const *)q.jobs->commands,
+				q.jobs->lines, o->state, q.stopping, now_s() - q.t0) ?
+			     EXIT_FAIL :
+			     EXIT_OK;
+	else if (q.jobs->n)
+		print_table(q.job, q.jobs->n, (const char *const *)q.jobs->commands, q.sys);
+	if (!o->g.json && !o->quiet)
+		cli_error("%zu of %zu job%s ran: %zu succeeded, %zu failed%s", q.done + q.failed,
+			  q.to_run, q.to_run == 1 ? "" : "s", q.done, q.failed,
+			  q.stopping ? "; stopped: --resume runs the rest" : "");
+	rc = q.stopping ? 130 : q.broken ? EXIT_FAIL : q.never ? EXIT_NONE : q.failed ? 1 : 0;
+out:
+	vd_journal_close(q.journal);
+	vd_waiter_free(q.waiter);
+	remove_private_dir(&q);
+	vd_resolution_free(q.parent);
+	vd_system_free(q.sys);
+	vd_backend_free(q.backend);
+	for (size_t i = 0; q.job && i < q.jobs->n; i++)
+		free(q.job[i].uuids);
+	free(q.job);
+	free(q.pending);
+	free(q.run);
+	free(q.linger);
+	vd_jobs_free(q.jobs);
+	if (q.sigfd >= 0)
+		close(q.sigfd);
+	if (q.null_fd >= 0)
+		close(q.null_fd);
+	return rc;
+}
+
+int cmd_queue(int argc, char **argv)
+{
+	struct queue_options o = { 0 };
+	int rc;
+
+	cli_select_init(&o.sel, argv);
+	o.grace = GRACE_DEFAULT_S;
+	rc = parse_options(&o, argc, argv);
+	if (rc < 0)
+		rc = o.status ? show_status(&o) : run_queue(&o);
+	cli_select_release(&o.sel);
+	free(o.grids);
+	free(o.state);
+	return rc;
+}
