@@ -526,6 +526,16 @@ VD_API void vd_lease_holder(const struct vd_lease *lease, struct vd_lease_holder
 VD_API int vd_lease_set_job(struct vd_lease *lease, int32_t pid, int32_t pgid);
 
 /*
+ * Passes the lease on to another job of the same caller, once the one that
+ * held it has ended and no process of it lives on: its record names command,
+ * from now (vd_lease_set_job() follows once the job has started). The
+ * devices stay leased throughout, so nobody can take them in between; a
+ * caller that passes a lease on should make sure that nobody waits in line
+ * for them (vd_line_read()). Errors: VD_EIO, VD_ENOMEM.
+ */
+VD_API int vd_lease_pass(struct vd_lease *lease, const char *command);
+
+/*
  * Makes the lease's descriptors survive exec, so that a program run from
  * this process holds the lease for as long as it (or a child of it) lives.
  * Only fcntl(): safe in a child between fork and exec. Returns 0 or -1.

@@ -58,12 +58,12 @@ static const char usage[] =
 	"VISDEV_JOB_INDEX=N (from 0). Leases live in VISDEV_LEASE_DIR (default\n" VD_LEASE_DIR_DEFAULT
 	").\n" CLI_GLOBAL_USAGE;
 
-#define GRACE_DEFAULT_S 10
-#define PROGRESS_EVERY_S 0.2
+#define GRACE_DEFAULT_S	   10
+#define PROGRESS_EVERY_S   0.2
 #define SNAPSHOT_MAX_AGE_S 1.0
-#define SYNC_EVERY_S 1.0
-#define LINE_MAX_BYTES 8192
-#define SUMMARY_ROWS 100
+#define SYNC_EVERY_S	   1.0
+#define LINE_MAX_BYTES	   8192
+#define SUMMARY_ROWS	   100
 
 struct queue_options {
 	struct cli_globals g;
@@ -112,10 +112,12 @@ struct queue {
 	struct job *job;
 	size_t *pending, head, npending; /* jobs to start: pending[head..head+npending) */
 	size_t to_run;			 /* jobs this run set out to run */
-	struct running **run; /* nrun of them, room for caprun */
+	struct running **run;		 /* nrun of them, room for caprun */
 	size_t nrun, caprun;
 	struct vd_journal_writer *journal;
 	struct vd_waiter *waiter;
+	struct vd_lease **spare; /* leases of jobs that ended, for the next: nobody else waits */
+	size_t nspare, capspare;
 	struct vd_backend *backend;
 	struct vd_system *sys;
 	struct vd_resolution *parent;
@@ -127,6 +129,8 @@ struct queue {
 	int progress, progress_shown;
 	double t0, drawn_at, synced_at;
 	int waiting, turn, said_waiting, retry_soon;
+	int full; /* our jobs hold what fits: try again at an end, or after a second */
+	double full_at;
 	int stopping, stop_signal, never, broken;
 	double kill_at;
 	pid_t *linger; /* stopping: groups whose leader ended and whose others live on */
@@ -263,13 +267,15 @@ static int parse_options(struct queue_options *o, int argc, char **argv)
 						 argv[optind]) :
 				       -1;
 	if (o->sel.or_cpu)
-		return cli_usage("queue", "--or-cpu is not for a queue: its jobs wait for GPUs "
-					  "(run them on the CPU with 'CUDA_VISIBLE_DEVICES= sh FILE')");
+		return cli_usage("queue",
+				 "--or-cpu is not for a queue: its jobs wait for GPUs "
+				 "(run them on the CPU with 'CUDA_VISIBLE_DEVICES= sh FILE')");
 	if (o->ngrids && !o->templ)
 		return cli_usage("queue", "--grid needs --template: the command its values go in");
 	if (o->templ && optind < argc)
-		return cli_usage("queue", "give jobs either as a file or as --template, not both "
-					  "('%s' given with --template)",
+		return cli_usage("queue",
+				 "give jobs either as a file or as --template, not both "
+				 "('%s' given with --template)",
 				 argv[optind]);
 	if (!o->templ && optind == argc)
 		return cli_usage("queue", "queue needs jobs: a file (one command a line, '-' for "
@@ -363,9 +369,10 @@ static void say_changed(const struct vd_journal *j, const struct vd_jobs *jobs, 
 		if (!was)
 			continue;
 		if (i >= jobs->n) {
-			cli_error("the jobs changed since '%s' was written: job %zu ('%s') is gone: "
-				  "there are %zu jobs now, %zu then",
-				  state, i, was, jobs->n, j->njobs);
+			cli_error(
+				"the jobs changed since '%s' was written: job %zu ('%s') is gone: "
+				"there are %zu jobs now, %zu then",
+				state, i, was, jobs->n, j->njobs);
 			return;
 		}
 		if (strcmp(was, jobs->commands[i])) {
@@ -390,8 +397,8 @@ static int take_journal(struct job *job, size_t n, const struct vd_journal *j)
 		job[i].state = jj->state;
 		job[i].status = jj->status;
 		job[i].starts = jj->starts;
-		job[i].seconds = jj->end_ms && jj->start_ms ? (jj->end_ms - jj->start_ms) / 1e3 :
-							      -1;
+		job[i].seconds =
+			jj->end_ms && jj->start_ms ? (jj->end_ms - jj->start_ms) / 1e3 : -1;
 		if (jj->devices && !(job[i].uuids = strdup(jj->devices)))
 			return -1;
 	}
@@ -780,17 +787,36 @@ static void start_jobs(struct queue *q)
 		char cmdline[VD_COMMAND_MAX];
 		int err;
 
-		if (q->waiting && !q->turn)
-			return;
-		q->turn = 0;
-		if (refresh(q, q->waiting)) {
-			q->broken = 1;
-			return;
-		}
 		snprintf(cmdline, sizeof(cmdline), "queue %s[%zu]: %s", q->name, i,
 			 q->jobs->commands[i]);
-		err = vd_waiter_acquire(q->waiter, &lease, &choice, q->sys, q->parent,
-					&q->o->sel.opts, cmdline);
+		if (q->nspare) {
+			/* the lease of a job that just ended, passed on: no look at the GPUs */
+			lease = q->spare[--q->nspare];
+			err = vd_lease_pass(lease, cmdline);
+			if (err) {
+				vd_lease_free(lease);
+				lease = NULL;
+			}
+		} else {
+			if (q->waiting && !q->turn)
+				return;
+			if (q->full && !q->turn && now_s() - q->full_at < 1.0)
+				return;
+			q->turn = 0;
+			if (refresh(q, q->waiting)) {
+				q->broken = 1;
+				return;
+			}
+			err = vd_waiter_acquire(q->waiter, &lease, &choice, q->sys, q->parent,
+						&q->o->sel.opts, cmdline);
+		}
+		if (err == 0 && choice) {
+			/* room for one more beside it? if not, no doomed try in line */
+			unsigned want = q->o->sel.opts.n ? q->o->sel.opts.n : 1;
+
+			q->full = choice->nfitting < 2 * (size_t)want;
+			q->full_at = now_s();
+		}
 		if (err == 0) {
 			q->waiting = 0;
 			q->head++;
@@ -828,6 +854,33 @@ static void start_jobs(struct queue *q)
 
 /* ---- ends, stops and the progress line --------------------------------- */
 
+/*
+ * Whether the lease of job r, which has ended, may go straight to the next
+ * job: one waits, nobody else is in line for GPUs (else the lease ends, to
+ * wake them), and nothing of r lives on to use its GPUs still.
+ */
+static int passable(struct queue *q, const struct running *r)
+{
+	struct vd_line *line = NULL;
+	int pass;
+
+	if (q->nspare >= q->npending || q->stopping || q->never || q->broken || q->waiting ||
+	    kill(-r->pid, 0) == 0)
+		return 0;
+	if (q->nspare == q->capspare) {
+		size_t cap = q->capspare ? 2 * q->capspare : 8;
+		struct vd_lease **more = realloc(q->spare, cap * sizeof(*more));
+
+		if (!more)
+			return 0;
+		q->spare = more;
+		q->capspare = cap;
+	}
+	pass = vd_line_read(&line, q->dir) == 0 && line->n == 0;
+	vd_line_free(line);
+	return pass;
+}
+
 /* A job's end, once reaped: its output drained, its end journaled, its lease let go. */
 static void end_job(struct queue *q, size_t slot, int status)
 {
@@ -836,7 +889,8 @@ static void end_job(struct queue *q, size_t slot, int status)
 	int code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 
 	for (int k = 0; k < 2; k++) {
-		/* what the job wrote is passed on; its children may hold the pipe: not waited for */
+		/* what the job wrote is passed on; its children may hold the pipe: not waited for
+		 */
 		read_output(q, r, k);
 		if (r->out[k].fd >= 0) {
 			if (r->out[k].len)
@@ -846,11 +900,16 @@ static void end_job(struct queue *q, size_t slot, int status)
 		}
 	}
 	if (vd_journal_end(q->journal, r->job, code))
-		cli_error("note: job %zu's end is not in the journal: %s", r->job,
-			  vd_error_last());
+		cli_error("note: job %zu's end is not in the journal: %s", r->job, vd_error_last());
 	j->status = code;
 	j->seconds = now_s() - r->start;
-	vd_lease_free(r->lease);
+	if (passable(q, r)) {
+		q->spare[q->nspare++] = r->lease;
+	} else {
+		vd_lease_free(r->lease);
+		q->full = 0;
+		q->turn = 1; /* a GPU of ours is free: worth a try now */
+	}
 	if (code == 0) {
 		j->state = VD_JOB_DONE;
 		q->done++;
@@ -868,7 +927,6 @@ static void end_job(struct queue *q, size_t slot, int status)
 		q->linger[q->nlinger++] = r->pid;
 	free(r);
 	q->run[slot] = q->run[--q->nrun];
-	q->turn = 1; /* a GPU of ours is free: worth a try now */
 }
 
 /* Reaps every job that has ended. */
@@ -925,6 +983,8 @@ static void stop(struct queue *q, int sig)
 	q->kill_at = now_s() + q->o->grace;
 	vd_waiter_free(q->waiter); /* out of the line */
 	q->waiter = NULL;
+	while (q->nspare)
+		vd_lease_free(q->spare[--q->nspare]);
 	if (q->nrun)
 		cli_error("stopping: %zu job%s sent SIGTERM, SIGKILL in %g s (Ctrl-C again: at "
 			  "once)",
@@ -984,9 +1044,11 @@ static int poll_timeout(const struct queue *q)
 
 	if (q->progress)
 		until = q->drawn_at + PROGRESS_EVERY_S;
+	if (q->full && q->npending && !q->stopping && (until < 0 || q->full_at + 1.0 < until))
+		until = q->full_at + 1.0;
 	if (q->waiting && !q->stopping) {
 		/* the first in line looks each second (NVML's view changes without an end) */
-		double again = q->retry_soon			    ? 0.01 :
+		double again = q->retry_soon			     ? 0.01 :
 			       vd_waiter_place(q->waiter, NULL) <= 1 ? 1.0 :
 								       5.0;
 
@@ -1017,7 +1079,8 @@ static void loop(struct queue *q)
 		    (!q->npending || q->stopping || q->never || q->broken))
 			break;
 		if (2 + 2 * q->nrun > capfds) {
-			struct pollfd *more = realloc(fds, (capfds = 4 * q->nrun + 16) * sizeof(*fds));
+			struct pollfd *more =
+				realloc(fds, (capfds = 4 * q->nrun + 16) * sizeof(*fds));
 
 			if (!more) {
 				cli_error("out of memory");
@@ -1107,8 +1170,8 @@ static void print_table(const struct job *job, size_t n, const char *const *comm
 			const struct vd_system *sys)
 {
 	static const struct cli_column columns[] = {
-		{ "JOB", 7, 1 },  { "STATE", 7, 0 }, { "EXIT", 4, 1 },
-		{ "GPUS", 16, 0 }, { "TIME", 8, 1 }, { "COMMAND", 0, 0 },
+		{ "JOB", 7, 1 },   { "STATE", 7, 0 }, { "EXIT", 4, 1 },
+		{ "GPUS", 16, 0 }, { "TIME", 8, 1 },  { "COMMAND", 0, 0 },
 	};
 	size_t *order = malloc((n ? n : 1) * sizeof(*order)), shown = 0, rest = 0;
 	struct cli_table t;
@@ -1397,6 +1460,9 @@ static int run_queue(struct queue_options *o)
 			  q.stopping ? "; stopped: --resume runs the rest" : "");
 	rc = q.stopping ? 130 : q.broken ? EXIT_FAIL : q.never ? EXIT_NONE : q.failed ? 1 : 0;
 out:
+	while (q.nspare)
+		vd_lease_free(q.spare[--q.nspare]);
+	free(q.spare);
 	vd_journal_close(q.journal);
 	vd_waiter_free(q.waiter);
 	remove_private_dir(&q);

@@ -979,6 +979,19 @@ int vd_lease_set_job(struct vd_lease *lease, int32_t pid, int32_t pgid)
 	return record_write(lease);
 }
 
+int vd_lease_pass(struct vd_lease *lease, const char *command)
+{
+	char cut[VD_COMMAND_MAX];
+
+	vd_utf8_copy(cut, command ? command : "", sizeof(cut));
+	if (json_object_set_new(lease->record, "command", json_string(cut)) ||
+	    json_object_set_new(lease->record, "since", json_integer((json_int_t)time(NULL))) ||
+	    json_object_set_new(lease->record, "pid", json_integer(getpid())) ||
+	    json_object_set_new(lease->record, "pgid", json_integer(getpgrp())))
+		return error_set(VD_ENOMEM, "out of memory");
+	return record_write(lease);
+}
+
 int vd_lease_inherit(const struct vd_lease *lease)
 {
 	for (size_t i = 0; i < lease->ndevices; i++)
