@@ -19,9 +19,10 @@
  *    -q`, all `true` but the last, which fails (`test -e MARKER && ...`).
  *    Visdev's own peak resident memory is VmHWM from /proc/PID/status,
  *    polled every 10 ms (the last value read: growth in its last 10 ms
- *    would be missed); wait4's ru_maxrss is printed beside it, an upper
- *    bound: the kernel gives the larger of the process's own peak and
- *    that of any child it reaped (a job).
+ *    would be missed). wait4's ru_maxrss is printed beside it: at exit
+ *    the kernel gives the larger of the process's own peak and that of
+ *    any child it reaped (a job: small beside visdev), from counters that
+ *    may differ from VmHWM's by a few pages.
  * 4. Resume: MARKER made, `visdev queue --resume` over the scale run's
  *    journal (every job done but the last) runs the last job alone: the
  *    time from starting visdev to the job's start, three times with the
@@ -710,10 +711,11 @@ static int remove_one(const char *path, const struct stat *st, int flag, struct 
 	(void)st;
 	(void)flag;
 	(void)ftw;
-	return remove(path) < 0 && errno != ENOENT ? -1 : 0;
+	remove(path); /* and go on: leave behind what cannot go */
+	return 0;
 }
 
-/* Removes workdir and all in it. */
+/* Removes workdir and all in it (killed midway, the bench leaves it: /dev/shm/visdev-bench-*). */
 static void cleanup(void)
 {
 	nftw(workdir, remove_one, 16, FTW_DEPTH | FTW_PHYS);

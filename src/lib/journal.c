@@ -312,8 +312,13 @@ int vd_journal_read(struct vd_journal **out, const char *path)
 	close(fd);
 	if (!err) {
 		err = vd_journal_parse(out, text, len);
-		if (err == VD_EPARSE)
-			err = error_set(VD_EPARSE, "'%s' %s", path, vd_error_last());
+		if (err == VD_EPARSE) {
+			char why[256];
+
+			/* the message is rewritten in the buffer it is read from */
+			snprintf(why, sizeof(why), "%s", vd_error_last());
+			err = error_set(VD_EPARSE, "'%s' %s", path, why);
+		}
 	}
 	free(text);
 	return err;

@@ -121,7 +121,8 @@ static void test_grid_errors(void **state)
 		{ "run {lr}", "lr=1,,2", NULL, "--grid lr: value 2 is empty" },
 		{ "run {lr}", "lr", NULL, "--grid 'lr': write it as NAME=VALUE,VALUE,..." },
 		{ "run {lr}", "=1", NULL, "--grid '=1': write it as NAME=VALUE,VALUE,..." },
-		{ "run {l-r}", "l-r=1", NULL, "--grid 'l-r=1': a name is letters, digits and '_' only" },
+		{ "run {l-r}", "l-r=1", NULL,
+		  "--grid 'l-r=1': a name is letters, digits and '_' only" },
 		{ "run {lr", "lr=1", NULL,
 		  "the template has a '{' without its '}': write {{ for a brace itself" },
 		{ "run lr}", "lr=1", NULL,
@@ -137,7 +138,9 @@ static void test_grid_errors(void **state)
 		struct vd_jobs *j = NULL;
 
 		assert_int_equal(vd_jobs_grid(&j, cases[i].templ, grids,
-					      cases[i].g2 ? 2 : cases[i].g1 ? 1 : 0),
+					      cases[i].g2 ? 2 :
+					      cases[i].g1 ? 1 :
+							    0),
 				 VD_EINVAL);
 		assert_null(j);
 		assert_string_equal(vd_error_last(), cases[i].message);
@@ -163,8 +166,8 @@ static void test_grid_too_many(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_file),	   cmocka_unit_test(test_digest),
-		cmocka_unit_test(test_grid),	   cmocka_unit_test(test_grid_errors),
+		cmocka_unit_test(test_file),	      cmocka_unit_test(test_digest),
+		cmocka_unit_test(test_grid),	      cmocka_unit_test(test_grid_errors),
 		cmocka_unit_test(test_grid_too_many),
 	};
 

@@ -29,12 +29,13 @@ static struct vd_journal *parse(const char *text)
 /* Starts and ends make each job's state; the last start names it. */
 static void test_parse(void **state)
 {
-	struct vd_journal *j = parse(HEADER "start\t0\t1000\t77\tGPU-a,GPU-b\tpython x.py\n"
-					    "start\t1\t1001\t78\t\ta\\tb\\\\c\\n\n"
-					    "end\t0\t2000\t0\n"
-					    "end\t1\t2500\t1\n"
-					    "start\t1\t3000\t79\tGPU-c\tretry\n"
-					    "start\t9\t3000\t79\tGPU-c\tbeyond the list: ignored\n");
+	struct vd_journal *j =
+		parse(HEADER "start\t0\t1000\t77\tGPU-a,GPU-b\tpython x.py\n"
+			     "start\t1\t1001\t78\t\ta\\tb\\\\c\\n\n"
+			     "end\t0\t2000\t0\n"
+			     "end\t1\t2500\t1\n"
+			     "start\t1\t3000\t79\tGPU-c\tretry\n"
+			     "start\t9\t3000\t79\tGPU-c\tbeyond the list: ignored\n");
 
 	(void)state;
 	assert_int_equal(j->njobs, 3);
@@ -100,7 +101,8 @@ static void test_malformed(void **state)
 		{ "", "an empty journal" },
 		{ "visdev-queue-journal 1\tjobs=3", "not a visdev queue journal: no whole record" },
 		{ "start\t0\t1\t1\tGPU-a\tx\n", "line 1: not a visdev queue journal" },
-		{ "visdev-queue-journal 1\tjobs=x\tdigest=1\tpid=1\n", "line 1: not a visdev queue journal" },
+		{ "visdev-queue-journal 1\tjobs=x\tdigest=1\tpid=1\n",
+		  "line 1: not a visdev queue journal" },
 		{ HEADER "start\t0\t1\t1\tGPU-a\n", "line 2: not a journal record" },
 		{ HEADER "end\t0\t1\t999\n", "line 2: not a journal record" },
 		{ HEADER "end\t-1\t1\t0\n", "line 2: not a journal record" },
