@@ -77,3 +77,17 @@ screen() {
 	wait_for eval 'screen | grep -q "visdev: got GPU 0 after [0-9.]* s in line"'
 	wait "$holder" || true
 }
+
+@test "queue on a terminal: one progress line (counts, which GPU runs which job), output above it, Ctrl-C" {
+	printf 'echo first\nwhile [ ! -e go ]; do sleep 0.02; done\nsleep 60\n' >jobs.txt
+	type_line "cd $PWD && export VISDEV_LEASE_DIR=$VISDEV_LEASE_DIR"
+	type_line "$VISDEV --fixture $FIXTURES/four.json queue jobs.txt; echo EXIT=\$?"
+	screen() { tmux -L "$SESSION" capture-pane -p -t main; }
+	wait_for eval 'screen | grep -Eq "^queue: 1 done, 0 failed, 2 running, 0 waiting(, ETA [^;]+)?; GPU [0-3] #[12], GPU [0-3] #[12]$"'
+	# the job's line above the progress line, whole
+	screen | grep -qx '\[0\] first'
+	[ "$(screen | grep -c '^queue: ')" -eq 1 ]
+	tmux -L "$SESSION" send-keys -t main C-c
+	wait_for eval 'screen | grep -q "EXIT=130"'
+	screen | grep -q "stopping: 2 jobs sent SIGTERM"
+}
