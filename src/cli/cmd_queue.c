@@ -1207,6 +1207,12 @@ static void print_table(const struct job *job, size_t n, const char *const *comm
 	free(order);
 }
 
+/* Seconds to the millisecond, as JSON: 0.014, not 0.0140000000001. */
+static json_t *json_seconds(double s)
+{
+	return s >= 0 ? json_real((double)(long long)(s * 1000 + 0.5) / 1000) : json_null();
+}
+
 /* The summary as JSON: the counts, and every job. */
 static int print_json(const struct job *job, size_t n, const char *const *commands,
 		      const unsigned *lines, const char *state, int stopped, double seconds)
@@ -1230,7 +1236,7 @@ static int print_json(const struct job *job, size_t n, const char *const *comman
 			      j->state >= VD_JOB_DONE ? json_integer(j->status) : json_null(),
 			      "starts", (json_int_t)j->starts, "uuids",
 			      j->uuids ? uuids : (json_decref(uuids), json_null()), "seconds",
-			      j->seconds >= 0 ? json_real(j->seconds) : json_null());
+			      json_seconds(j->seconds));
 		json_array_append_new(results, o);
 	}
 	root = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:b, s:o, s:o}", "state_file", state,
@@ -1238,7 +1244,7 @@ static int print_json(const struct job *job, size_t n, const char *const *comman
 			 (json_int_t)count[VD_JOB_FAILED], "running",
 			 (json_int_t)count[VD_JOB_RUNNING], "pending",
 			 (json_int_t)count[VD_JOB_PENDING], "stopped", stopped, "seconds",
-			 seconds >= 0 ? json_real(seconds) : json_null(), "results", results);
+			 json_seconds(seconds), "results", results);
 	return cli_print_json(root);
 }
 
@@ -1442,7 +1448,11 @@ static int run_queue(struct queue_options *o)
 	}
 	q.progress = !o->quiet && isatty(STDERR_FILENO);
 	q.t0 = q.synced_at = now_s();
-	if (!q.to_run && !o->quiet)
+	if (!q.jobs->n)
+		cli_error("note: no jobs in '%s' (one shell command a line; blank lines and # "
+			  "comments are skipped)",
+			  o->file ? o->file : "the grid");
+	else if (!q.to_run && !o->quiet)
 		cli_error("note: every job in '%s' has already succeeded: nothing to run",
 			  o->state);
 	loop(&q);

@@ -276,6 +276,10 @@ EOF
 	run q -q -n 5 jobs.txt
 	assert_status 3
 	assert_output_has "job 0 can never fit on this machine"
+	printf '# nothing\n\n' >empty.txt
+	run q empty.txt
+	assert_status 0
+	assert_output_has "note: no jobs in 'empty.txt'"
 	run q --or-cpu jobs.txt
 	assert_status 2
 	run q --max-parallel 0 jobs.txt
