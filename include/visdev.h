@@ -894,6 +894,74 @@ VD_API int vd_journal_sync(struct vd_journal_writer *w);
 /* Syncs, lets go of the journal and frees the writer. NULL does nothing. */
 VD_API void vd_journal_close(struct vd_journal_writer *w);
 
+/* ---- The queue's state: which job runs next (queue.c, pure) ----------- */
+
+/*
+ * What a dispatcher (the local one of `visdev queue`, Slurm's) needs to know
+ * of a queue's jobs, whatever runs them: which job is next, which to run
+ * again, and how each went. Pure: it starts nothing and reads no file.
+ */
+
+/* One job, as the queue knows it: from the journal, then from this run. */
+struct vd_queue_job {
+	enum vd_job_state state;
+	int status;	 /* its last run's, once ended: an exit status, 128+N for signal N */
+	unsigned starts; /* all runs together, the journal's included */
+	double seconds;	 /* its last run's length; < 0 unknown */
+	char *uuids;	 /* its last start's devices, comma-separated; NULL never started */
+};
+
+/* The counts of a queue: this run's, and its jobs' states now. */
+struct vd_queue_counts {
+	size_t to_run;	/* the jobs this run set out to run */
+	size_t pending; /* waiting to start (retries included) */
+	size_t running;
+	size_t done, failed; /* ended in this run, with status 0 or not (a retried run
+				counts once it is the last) */
+};
+
+struct vd_queue;
+
+/*
+ * A queue of njobs jobs. With journal (a resume), each job starts as the
+ * journal left it, and only the jobs not done are to run; else every job
+ * is. A job that fails is run again, before any other, up to retries more
+ * times. Errors: VD_ENOMEM. Free with vd_queue_free().
+ */
+VD_API int vd_queue_new(struct vd_queue **out, size_t njobs, const struct vd_journal *journal,
+			unsigned retries);
+
+/*
+ * Whether jobs may run against the journal of path (NULL: none yet): with
+ * resume, the journal must be of the same jobs (digest and number) unless
+ * force; without, a journal of the same jobs that shows a run cut short (a
+ * job pending or cut off) is not thrown away unless force. Errors:
+ * VD_EINVAL, the message saying what changed ("job 3 (line 5) was '...'
+ * and is now '...'") or what would be lost.
+ */
+VD_API int vd_queue_check(const struct vd_jobs *jobs, const struct vd_journal *journal, int resume,
+			  int force);
+
+/* The job to start next, in order (a retry first); -1 when none is, or the queue is stopped. */
+VD_API long vd_queue_next(const struct vd_queue *q);
+
+/* Job was started on uuids (comma-separated; "" none). Errors: VD_EINVAL, VD_ENOMEM. */
+VD_API int vd_queue_started(struct vd_queue *q, size_t job, const char *uuids);
+
+/*
+ * Job ended with status after seconds: done, failed, or (retries left, not
+ * stopped) pending again, first in line. Errors: VD_EINVAL for a job not running.
+ */
+VD_API int vd_queue_ended(struct vd_queue *q, size_t job, int status, double seconds);
+
+/* No job starts from now on, and none is run again. */
+VD_API void vd_queue_stop(struct vd_queue *q);
+
+/* Job i (i below the queue's count), and the counts. */
+VD_API const struct vd_queue_job *vd_queue_job(const struct vd_queue *q, size_t i);
+VD_API void vd_queue_counts(const struct vd_queue *q, struct vd_queue_counts *out);
+VD_API void vd_queue_free(struct vd_queue *q);
+
 /*
  * Copies src into dst (of size n, n > 0) as valid UTF-8: a byte that does
  * not begin a valid sequence becomes '?', and the copy is cut on a

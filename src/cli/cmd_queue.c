@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,15 +82,6 @@ struct queue_options {
 	int resume, force, quiet;
 };
 
-/* What is known of one job: from the journal, then from this run. */
-struct job {
-	enum vd_job_state state;
-	int status;
-	unsigned starts;
-	double seconds; /* of its last run; < 0 unknown */
-	char *uuids;	/* of its last start, comma-separated; NULL never started */
-};
-
 /* Output of a running job, cut into whole lines. */
 struct lines {
 	int fd; /* the pipe's read end; -1 closed */
@@ -109,10 +101,8 @@ struct running {
 struct queue {
 	struct queue_options *o;
 	struct vd_jobs *jobs;
-	struct job *job;
-	size_t *pending, head, npending; /* jobs to start: pending[head..head+npending) */
-	size_t to_run;			 /* jobs this run set out to run */
-	struct running **run;		 /* nrun of them, room for caprun */
+	struct vd_queue *state; /* which job is next, how each went */
+	struct running **run;	/* nrun of them, room for caprun */
 	size_t nrun, caprun;
 	struct vd_journal_writer *journal;
 	struct vd_waiter *waiter;
@@ -135,8 +125,16 @@ struct queue {
 	double kill_at;
 	pid_t *linger; /* stopping: groups whose leader ended and whose others live on */
 	size_t nlinger;
-	size_t done, failed;
 };
+
+/* The counts of the queue now. */
+static struct vd_queue_counts counts(const struct queue *q)
+{
+	struct vd_queue_counts c;
+
+	vd_queue_counts(q->state, &c);
+	return c;
+}
 
 static double now_s(void)
 {
@@ -348,63 +346,6 @@ static int read_jobs(struct vd_jobs **out, const struct queue_options *o)
 	return 0;
 }
 
-/* "job 3 (line 5)", or "job 3" from a grid. */
-static const char *job_label(char *buf, size_t n, const struct vd_jobs *jobs, size_t i)
-{
-	if (jobs->lines && i < jobs->n)
-		snprintf(buf, n, "job %zu (line %u)", i, jobs->lines[i]);
-	else
-		snprintf(buf, n, "job %zu", i);
-	return buf;
-}
-
-/* Says how the job list differs from the one the journal was written for. */
-static void say_changed(const struct vd_journal *j, const struct vd_jobs *jobs, const char *state)
-{
-	char label[64];
-
-	for (size_t i = 0; i < j->njobs; i++) {
-		const char *was = j->jobs[i].command;
-
-		if (!was)
-			continue;
-		if (i >= jobs->n) {
-			cli_error(
-				"the jobs changed since '%s' was written: job %zu ('%s') is gone: "
-				"there are %zu jobs now, %zu then",
-				state, i, was, jobs->n, j->njobs);
-			return;
-		}
-		if (strcmp(was, jobs->commands[i])) {
-			cli_error("the jobs changed since '%s' was written: %s was '%s' and is now "
-				  "'%s'",
-				  state, job_label(label, sizeof(label), jobs, i), was,
-				  jobs->commands[i]);
-			return;
-		}
-	}
-	cli_error("the jobs changed since '%s' was written: %zu jobs now, %zu then, and every job "
-		  "that ran is unchanged",
-		  state, jobs->n, j->njobs);
-}
-
-/* Fills each job's state from the journal, for --resume and --status. */
-static int take_journal(struct job *job, size_t n, const struct vd_journal *j)
-{
-	for (size_t i = 0; i < n && i < j->njobs; i++) {
-		const struct vd_journal_job *jj = &j->jobs[i];
-
-		job[i].state = jj->state;
-		job[i].status = jj->status;
-		job[i].starts = jj->starts;
-		job[i].seconds =
-			jj->end_ms && jj->start_ms ? (jj->end_ms - jj->start_ms) / 1e3 : -1;
-		if (jj->devices && !(job[i].uuids = strdup(jj->devices)))
-			return -1;
-	}
-	return 0;
-}
-
 /*
  * Decides what this run runs, from the journal: with --resume, the jobs it
  * does not show succeeded; without, every job, after making sure that no
@@ -425,37 +366,20 @@ static int plan(struct queue *q)
 			  o->state);
 		return EXIT_USAGE;
 	}
-	if (o->resume && (j->digest != q->jobs->digest || j->njobs != q->jobs->n) && !o->force) {
-		say_changed(j, q->jobs, o->state);
-		cli_error("to resume anyway, matching jobs by their number, add --force; to start "
-			  "over, run without --resume");
+	err = vd_queue_check(q->jobs, j, o->resume, o->force);
+	if (err) {
+		cli_error("'%s': %s", o->state, vd_error_last());
+		cli_error(o->resume ? "to resume anyway, matching jobs by their number, add "
+				      "--force; to start over, run without --resume" :
+				      "--resume runs only those, --force starts over");
 		rc = EXIT_USAGE;
-	} else if (o->resume) {
-		if (take_journal(q->job, q->jobs->n, j)) {
-			cli_error("out of memory");
-			rc = EXIT_FAIL;
-		}
-	} else if (j && j->digest == q->jobs->digest && !o->force) {
-		size_t unfinished = 0;
-
-		for (size_t i = 0; i < j->njobs; i++)
-			unfinished += j->jobs[i].state == VD_JOB_RUNNING ||
-				      j->jobs[i].state == VD_JOB_PENDING;
-		if (unfinished) {
-			cli_error("'%s' shows a run of these jobs cut short, %zu of %zu not "
-				  "finished: --resume runs only those, --force starts over",
-				  o->state, unfinished, j->njobs);
-			rc = EXIT_USAGE;
-		}
+	} else {
+		err = vd_queue_new(&q->state, q->jobs->n, o->resume ? j : NULL,
+				   (unsigned)o->retries);
+		rc = err ? cli_library_error(err) : -1;
 	}
 	vd_journal_free(j);
-	if (rc >= 0)
-		return rc;
-	for (size_t i = 0; i < q->jobs->n; i++)
-		if (q->job[i].state != VD_JOB_DONE)
-			q->pending[q->npending++] = i;
-	q->to_run = q->npending;
-	return -1;
+	return rc;
 }
 
 /* ---- the jobs' output ---------------------------------------------------- */
@@ -728,11 +652,8 @@ static int start_job(struct queue *q, size_t i, struct vd_lease *lease)
 	cli_devices_text(r->gpus, sizeof(r->gpus), q->sys, devs, ndevs);
 	if (!ndevs)
 		snprintf(r->gpus, sizeof(r->gpus), "-");
-	free(q->job[i].uuids);
-	q->job[i].uuids = uuids;
-	uuids = NULL;
-	q->job[i].state = VD_JOB_RUNNING;
-	q->job[i].starts++;
+	if (vd_queue_started(q->state, i, uuids))
+		cli_error("note: job %zu: %s", i, vd_error_last());
 	q->run[q->nrun++] = r;
 	lease = NULL;
 	rc = 0;
@@ -779,9 +700,9 @@ static int refresh(struct queue *q, int force)
  */
 static void start_jobs(struct queue *q)
 {
-	while (!q->stopping && !q->never && !q->broken && q->npending &&
+	while (!q->stopping && !q->never && !q->broken && vd_queue_next(q->state) >= 0 &&
 	       (!q->o->max_parallel || q->nrun < q->o->max_parallel)) {
-		size_t i = q->pending[q->head];
+		size_t i = (size_t)vd_queue_next(q->state);
 		struct vd_lease *lease = NULL;
 		struct vd_choice *choice = NULL;
 		char cmdline[VD_COMMAND_MAX];
@@ -819,13 +740,9 @@ static void start_jobs(struct queue *q)
 		}
 		if (err == 0) {
 			q->waiting = 0;
-			q->head++;
-			q->npending--;
-			if (start_job(q, i, lease)) {
-				q->job[i].state = VD_JOB_FAILED;
-				q->job[i].status = EXIT_FAIL;
-				q->failed++;
-			}
+			/* a job that cannot be started at all ends at once, as a shell's would */
+			if (start_job(q, i, lease) && vd_queue_started(q->state, i, "") == 0)
+				vd_queue_ended(q->state, i, 126, 0);
 		} else if (err == VD_ENOFIT && choice->never) {
 			clear_progress(q);
 			cli_error("job %zu can never fit on this machine: %s", i, vd_error_last());
@@ -864,7 +781,7 @@ static int passable(struct queue *q, const struct running *r)
 	struct vd_line *line = NULL;
 	int pass;
 
-	if (q->nspare >= q->npending || q->stopping || q->never || q->broken || q->waiting ||
+	if (q->nspare >= counts(q).pending || q->stopping || q->never || q->broken || q->waiting ||
 	    kill(-r->pid, 0) == 0)
 		return 0;
 	if (q->nspare == q->capspare) {
@@ -885,7 +802,6 @@ static int passable(struct queue *q, const struct running *r)
 static void end_job(struct queue *q, size_t slot, int status)
 {
 	struct running *r = q->run[slot];
-	struct job *j = &q->job[r->job];
 	int code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 
 	for (int k = 0; k < 2; k++) {
@@ -901,26 +817,13 @@ static void end_job(struct queue *q, size_t slot, int status)
 	}
 	if (vd_journal_end(q->journal, r->job, code))
 		cli_error("note: job %zu's end is not in the journal: %s", r->job, vd_error_last());
-	j->status = code;
-	j->seconds = now_s() - r->start;
+	vd_queue_ended(q->state, r->job, code, now_s() - r->start);
 	if (passable(q, r)) {
 		q->spare[q->nspare++] = r->lease;
 	} else {
 		vd_lease_free(r->lease);
 		q->full = 0;
 		q->turn = 1; /* a GPU of ours is free: worth a try now */
-	}
-	if (code == 0) {
-		j->state = VD_JOB_DONE;
-		q->done++;
-	} else if (!q->stopping && j->starts <= q->o->retries) {
-		/* again, before anything else: the head of the line it already had */
-		j->state = VD_JOB_PENDING;
-		q->pending[--q->head] = r->job;
-		q->npending++;
-	} else {
-		j->state = VD_JOB_FAILED;
-		q->failed++;
 	}
 	/* stopping: what is left of the job's group gets SIGKILL with the rest */
 	if (q->stopping && q->linger && kill(-r->pid, 0) == 0)
@@ -979,6 +882,7 @@ static void stop(struct queue *q, int sig)
 		return;
 	q->stopping = 1;
 	q->stop_signal = sig;
+	vd_queue_stop(q->state);
 	q->linger = calloc(q->nrun ? q->nrun : 1, sizeof(*q->linger));
 	q->kill_at = now_s() + q->o->grace;
 	vd_waiter_free(q->waiter); /* out of the line */
@@ -1006,9 +910,9 @@ static void format_duration(char *buf, size_t n, double s)
 static void draw_progress(struct queue *q)
 {
 	struct winsize ws;
-	size_t width = 100, len;
+	struct vd_queue_counts c = counts(q);
+	size_t width = 100, len, finished = c.done + c.failed;
 	char line[1024], eta[32] = "";
-	size_t finished = q->done + q->failed;
 
 	if (!q->progress || q->stopping)
 		return;
@@ -1017,14 +921,14 @@ static void draw_progress(struct queue *q)
 	q->synced_at = now_s();
 	if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 20)
 		width = ws.ws_col;
-	if (finished && q->to_run > finished) {
+	if (finished && c.to_run > finished) {
 		double rate = finished / (now_s() - q->t0);
 
-		format_duration(eta, sizeof(eta), (q->to_run - finished) / rate);
+		format_duration(eta, sizeof(eta), (c.to_run - finished) / rate);
 	}
 	len = (size_t)snprintf(line, sizeof(line),
-			       "queue: %zu done, %zu failed, %zu running, %zu waiting%s%s", q->done,
-			       q->failed, q->nrun, q->npending, eta[0] ? ", ETA " : "", eta);
+			       "queue: %zu done, %zu failed, %zu running, %zu waiting%s%s", c.done,
+			       c.failed, q->nrun, c.pending, eta[0] ? ", ETA " : "", eta);
 	for (size_t s = 0; s < q->nrun && len < sizeof(line); s++)
 		len += (size_t)snprintf(line + len, sizeof(line) - len, "%s%s #%zu",
 					s ? ", " : "; ", q->run[s]->gpus, q->run[s]->job);
@@ -1044,7 +948,7 @@ static int poll_timeout(const struct queue *q)
 
 	if (q->progress)
 		until = q->drawn_at + PROGRESS_EVERY_S;
-	if (q->full && q->npending && !q->stopping && (until < 0 || q->full_at + 1.0 < until))
+	if (q->full && counts(q).pending && !q->stopping && (until < 0 || q->full_at + 1.0 < until))
 		until = q->full_at + 1.0;
 	if (q->waiting && !q->stopping) {
 		/* the first in line looks each second (NVML's view changes without an end) */
@@ -1069,14 +973,14 @@ static void loop(struct queue *q)
 	struct pollfd *fds = NULL;
 	size_t capfds = 0;
 
-	while (q->nrun || (q->npending && !q->stopping && !q->never && !q->broken) ||
+	while (q->nrun || (vd_queue_next(q->state) >= 0 && !q->never && !q->broken) ||
 	       lingering(q)) {
 		size_t nfds = 0, first_out;
 		int timeout;
 
 		start_jobs(q);
 		if (!q->nrun && !q->nlinger &&
-		    (!q->npending || q->stopping || q->never || q->broken))
+		    (vd_queue_next(q->state) < 0 || q->never || q->broken))
 			break;
 		if (2 + 2 * q->nrun > capfds) {
 			struct pollfd *more =
@@ -1158,15 +1062,16 @@ static void gpus_of(char *buf, size_t n, const struct vd_system *sys, const char
 /* The order of the summary: failed first, then by index. */
 static int failed_first(const void *pa, const void *pb, void *ctx)
 {
-	const struct job *job = *(const struct job **)ctx;
+	const struct vd_queue *q = ctx;
 	size_t a = *(const size_t *)pa, b = *(const size_t *)pb;
-	int fa = job[a].state == VD_JOB_FAILED, fb = job[b].state == VD_JOB_FAILED;
+	int fa = vd_queue_job(q, a)->state == VD_JOB_FAILED;
+	int fb = vd_queue_job(q, b)->state == VD_JOB_FAILED;
 
 	return fa != fb ? fb - fa : (a > b) - (a < b);
 }
 
 /* The per-job table: failed jobs first; past SUMMARY_ROWS, a count of the rest. */
-static void print_table(const struct job *job, size_t n, const char *const *commands,
+static void print_table(const struct vd_queue *q, size_t n, const char *const *commands,
 			const struct vd_system *sys)
 {
 	static const struct cli_column columns[] = {
@@ -1180,10 +1085,10 @@ static void print_table(const struct job *job, size_t n, const char *const *comm
 		return;
 	for (size_t i = 0; i < n; i++)
 		order[i] = i;
-	qsort_r(order, n, sizeof(*order), failed_first, &job);
+	qsort_r(order, n, sizeof(*order), failed_first, (void *)(uintptr_t)q);
 	cli_table_init(&t, columns, sizeof(columns) / sizeof(columns[0]));
 	for (size_t k = 0; k < n; k++) {
-		const struct job *j = &job[order[k]];
+		const struct vd_queue_job *j = vd_queue_job(q, order[k]);
 		char index[24], exit_code[16] = "-", gpus[128], took[32] = "-";
 
 		if (shown == SUMMARY_ROWS) {
@@ -1214,14 +1119,14 @@ static json_t *json_seconds(double s)
 }
 
 /* The summary as JSON: the counts, and every job. */
-static int print_json(const struct job *job, size_t n, const char *const *commands,
+static int print_json(const struct vd_queue *q, size_t n, const char *const *commands,
 		      const unsigned *lines, const char *state, int stopped, double seconds)
 {
 	json_t *results = json_array(), *root;
 	size_t count[4] = { 0 };
 
 	for (size_t i = 0; i < n; i++) {
-		const struct job *j = &job[i];
+		const struct vd_queue_job *j = vd_queue_job(q, i);
 		json_t *uuids = json_array(), *o;
 		char *copy = j->uuids ? strdup(j->uuids) : NULL, *rest = copy, *u;
 
@@ -1253,7 +1158,7 @@ static int show_status(const struct queue_options *o)
 {
 	struct vd_journal *j = NULL;
 	struct vd_system *sys = NULL;
-	struct job *job = NULL;
+	struct vd_queue *state = NULL;
 	const char **commands = NULL;
 	size_t count[4] = { 0 };
 	int32_t pid = 0;
@@ -1263,22 +1168,19 @@ static int show_status(const struct queue_options *o)
 	if (err)
 		return cli_library_error(err);
 	busy = vd_journal_busy(o->status, &pid);
-	job = calloc(j->njobs ? j->njobs : 1, sizeof(*job));
+	err = vd_queue_new(&state, j->njobs, j, 0);
 	commands = calloc(j->njobs ? j->njobs : 1, sizeof(*commands));
-	if (!job || !commands || take_journal(job, j->njobs, j)) {
+	if (err || !commands) {
 		cli_error("out of memory");
 		rc = EXIT_FAIL;
 		goto out;
 	}
 	for (size_t i = 0; i < j->njobs; i++) {
 		commands[i] = j->jobs[i].command;
-		count[job[i].state]++;
-		/* a job the journal shows running, with no queue at work, was cut off */
-		if (busy != 1 && job[i].state == VD_JOB_RUNNING)
-			job[i].seconds = -1;
+		count[vd_queue_job(state, i)->state]++;
 	}
 	if (o->g.json) {
-		rc = print_json(job, j->njobs, commands, NULL, o->status, busy != 1, -1) ?
+		rc = print_json(state, j->njobs, commands, NULL, o->status, busy != 1, -1) ?
 			     EXIT_FAIL :
 			     EXIT_OK;
 		goto out;
@@ -1301,11 +1203,9 @@ static int show_status(const struct queue_options *o)
 			vd_backend_snapshot(&sys, b);
 		vd_backend_free(b);
 	}
-	print_table(job, j->njobs, commands, sys);
+	print_table(state, j->njobs, commands, sys);
 out:
-	for (size_t i = 0; job && i < j->njobs; i++)
-		free(job[i].uuids);
-	free(job);
+	vd_queue_free(state);
 	free(commands);
 	vd_system_free(sys);
 	vd_journal_free(j);
@@ -1404,6 +1304,7 @@ static void name_queue(struct queue *q)
 static int run_queue(struct queue_options *o)
 {
 	struct queue q = { 0 };
+	struct vd_queue_counts c;
 	int rc, err;
 
 	q.o = o;
@@ -1411,15 +1312,6 @@ static int run_queue(struct queue_options *o)
 	rc = read_jobs(&q.jobs, o);
 	if (rc)
 		return rc;
-	q.job = calloc(q.jobs->n ? q.jobs->n : 1, sizeof(*q.job));
-	q.pending = calloc(q.jobs->n ? q.jobs->n : 1, sizeof(*q.pending));
-	if (!q.job || !q.pending) {
-		cli_error("out of memory");
-		rc = EXIT_FAIL;
-		goto out;
-	}
-	for (size_t i = 0; i < q.jobs->n; i++)
-		q.job[i].seconds = -1;
 	rc = plan(&q);
 	if (rc >= 0)
 		goto out;
@@ -1452,23 +1344,24 @@ static int run_queue(struct queue_options *o)
 		cli_error("note: no jobs in '%s' (one shell command a line; blank lines and # "
 			  "comments are skipped)",
 			  o->file ? o->file : "the grid");
-	else if (!q.to_run && !o->quiet)
+	else if (!counts(&q).to_run && !o->quiet)
 		cli_error("note: every job in '%s' has already succeeded: nothing to run",
 			  o->state);
 	loop(&q);
 	vd_journal_sync(q.journal);
+	c = counts(&q);
 	if (o->g.json)
-		rc = print_json(q.job, q.jobs->n, (const char *const *)q.jobs->commands,
+		rc = print_json(q.state, q.jobs->n, (const char *const *)q.jobs->commands,
 				q.jobs->lines, o->state, q.stopping, now_s() - q.t0) ?
 			     EXIT_FAIL :
 			     EXIT_OK;
 	else if (q.jobs->n)
-		print_table(q.job, q.jobs->n, (const char *const *)q.jobs->commands, q.sys);
+		print_table(q.state, q.jobs->n, (const char *const *)q.jobs->commands, q.sys);
 	if (!o->g.json && !o->quiet)
-		cli_error("%zu of %zu job%s ran: %zu succeeded, %zu failed%s", q.done + q.failed,
-			  q.to_run, q.to_run == 1 ? "" : "s", q.done, q.failed,
+		cli_error("%zu of %zu job%s ran: %zu succeeded, %zu failed%s", c.done + c.failed,
+			  c.to_run, c.to_run == 1 ? "" : "s", c.done, c.failed,
 			  q.stopping ? "; stopped: --resume runs the rest" : "");
-	rc = q.stopping ? 130 : q.broken ? EXIT_FAIL : q.never ? EXIT_NONE : q.failed ? 1 : 0;
+	rc = q.stopping ? 130 : q.broken ? EXIT_FAIL : q.never ? EXIT_NONE : c.failed ? 1 : 0;
 out:
 	while (q.nspare)
 		vd_lease_free(q.spare[--q.nspare]);
@@ -1479,10 +1372,7 @@ out:
 	vd_resolution_free(q.parent);
 	vd_system_free(q.sys);
 	vd_backend_free(q.backend);
-	for (size_t i = 0; q.job && i < q.jobs->n; i++)
-		free(q.job[i].uuids);
-	free(q.job);
-	free(q.pending);
+	vd_queue_free(q.state);
 	free(q.run);
 	free(q.linger);
 	vd_jobs_free(q.jobs);
