@@ -152,8 +152,9 @@ static void test_changed(void **state)
 	vd_jobs_free(now);
 	now = jobs_of("a\nb\nc\nd\ne\n");
 	assert_int_equal(vd_queue_check(now, j, 1, 0), VD_EINVAL);
-	assert_string_equal(vd_error_last(), "the jobs changed since the journal was written: 5 "
-					     "jobs now, 4 then, and every job that ran is unchanged");
+	assert_string_equal(vd_error_last(),
+			    "the jobs changed since the journal was written: 5 "
+			    "jobs now, 4 then, and every job that ran is unchanged");
 	vd_jobs_free(now);
 	vd_journal_free(j);
 	vd_jobs_free(was);
