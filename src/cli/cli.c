@@ -14,6 +14,8 @@
 
 #include "cli.h"
 
+extern char **environ;
+
 int cli_global_option(struct cli_globals *g, int opt, const char *arg)
 {
 	switch (opt) {
@@ -672,6 +674,28 @@ void cli_print_reasons(const struct vd_choice *choice, const struct vd_system *s
 			cli_fprintf(stderr, "  %s\n", choice->reasons[i]);
 	}
 	free(told);
+}
+
+json_t *cli_json_strings(char *const *s, size_t n)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(a, cli_json_str(s[i]));
+	return a;
+}
+
+json_t *cli_json_warnings(const struct vd_resolution *res, int env)
+{
+	json_t *a = cli_json_strings(res->warnings, res->nwarnings);
+	char **notes = NULL;
+	size_t nnotes = 0;
+
+	if (env && vd_env_check(&notes, &nnotes, environ) == 0)
+		for (size_t i = 0; i < nnotes; i++)
+			json_array_append_new(a, cli_json_str(notes[i]));
+	vd_strings_free(notes, nnotes);
+	return a;
 }
 
 json_t *cli_json_lease(const struct vd_lease_holder *h)

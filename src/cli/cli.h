@@ -266,6 +266,15 @@ json_t *cli_json_line_ignored(const struct vd_line *line);
 /* The line as a table (nothing when empty), and what was ignored, on stderr. */
 void cli_print_line(const struct vd_line *line, const struct vd_system *sys);
 
+/* Strings from users or processes as a JSON array (cli_json_str() each). */
+json_t *cli_json_strings(char *const *s, size_t n);
+
+/*
+ * The warnings of res, and with env the environment's near misses
+ * (vd_env_check()), as a JSON array of strings: "warnings" in list and map.
+ */
+json_t *cli_json_warnings(const struct vd_resolution *res, int env);
+
 /* A lease as JSON: {"user", "uid", "pid", "pgid", "command", "since", "mode", "mem_mib"}. */
 json_t *cli_json_lease(const struct vd_lease_holder *h);
 

@@ -193,23 +193,12 @@ static json_t *json_gpu(const struct vd_system *sys, const struct vd_resolution 
 	return o;
 }
 
-static json_t *json_strings(char *const *s, size_t n)
-{
-	json_t *a = json_array();
-
-	for (size_t i = 0; i < n; i++)
-		json_array_append_new(a, cli_json_str(s[i]));
-	return a;
-}
-
 /* Prints the JSON; returns EXIT_NONE when only_free finds nothing free. */
 static int print_json(const struct vd_system *sys, const struct vd_resolution *res,
 		      const struct vd_leases *leases, const struct vd_line *line, int only_free)
 {
 	json_t *root = json_object(), *gpus = json_array(), *links = json_array();
 	const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
-	char **notes = NULL;
-	size_t nnotes = 0;
 	int rc;
 
 	json_object_set_new(root, "driver_version",
@@ -232,10 +221,7 @@ static int print_json(const struct vd_system *sys, const struct vd_resolution *r
 	json_object_set_new(root, "links", links);
 	json_object_set_new(root, "cuda_visible_devices", cvd ? cli_json_str(cvd) : json_null());
 	json_object_set_new(root, "order", json_string(vd_order_name(res->order)));
-	json_object_set_new(root, "warnings", json_strings(res->warnings, res->nwarnings));
-	if (vd_env_check(&notes, &nnotes, environ) == 0)
-		json_array_extend(json_object_get(root, "warnings"), json_strings(notes, nnotes));
-	vd_strings_free(notes, nnotes);
+	json_object_set_new(root, "warnings", cli_json_warnings(res, 1));
 	json_object_set_new(root, "line", cli_json_line(line, sys));
 	rc = only_free && !json_array_size(gpus) ? EXIT_NONE : EXIT_OK;
 	return cli_print_json(root) ? EXIT_FAIL : rc;

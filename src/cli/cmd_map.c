@@ -118,15 +118,6 @@ static json_t *json_stop(const struct vd_resolution *res)
 			 cli_json_str(res->stop_token), "reason", vd_stop_reason_name(res->stop));
 }
 
-static json_t *json_strings(char *const *s, size_t n)
-{
-	json_t *a = json_array();
-
-	for (size_t i = 0; i < n; i++)
-		json_array_append_new(a, cli_json_str(s[i]));
-	return a;
-}
-
 static json_t *json_container(const struct vd_system *sys, const char *value)
 {
 	static const char *const modes[] = { "unset", "all", "none", "void", "list" };
@@ -140,7 +131,7 @@ static json_t *json_container(const struct vd_system *sys, const char *value)
 		json_array_append_new(devs, cli_json_device(sys, v->devices[i]));
 	o = json_pack("{s:o, s:s, s:o, s:b, s:o}", "value", cli_json_str(value), "mode",
 		      modes[v->mode], "devices", devs, "refused", v->refused, "warnings",
-		      json_strings(v->warnings, v->nwarnings));
+		      cli_json_strings(v->warnings, v->nwarnings));
 	vd_container_view_free(v);
 	return o;
 }
@@ -150,8 +141,6 @@ static int print_json(const struct vd_system *sys, const struct vd_resolution *r
 {
 	json_t *root = json_object(), *devs = json_array(), *hidden = json_array();
 	json_t *dropped = json_array();
-	char **notes = NULL;
-	size_t nnotes = 0;
 
 	for (size_t i = 0; i < res->ndevices; i++) {
 		json_t *d = cli_json_device(sys, res->devices[i]);
@@ -188,14 +177,7 @@ static int print_json(const struct vd_system *sys, const struct vd_resolution *r
 						       (json_int_t)res->duplicate_first, "position",
 						       (json_int_t)res->duplicate_position) :
 					     json_null());
-	json_object_set_new(root, "warnings", json_strings(res->warnings, res->nwarnings));
-	if (!a->have_value && !a->unset && vd_env_check(&notes, &nnotes, environ) == 0) {
-		json_t *found = json_strings(notes, nnotes);
-
-		json_array_extend(json_object_get(root, "warnings"), found);
-		json_decref(found);
-		vd_strings_free(notes, nnotes);
-	}
+	json_object_set_new(root, "warnings", cli_json_warnings(res, !a->have_value && !a->unset));
 	json_object_set_new(root, "nvidia_visible_devices",
 			    json_container(sys, getenv("NVIDIA_VISIBLE_DEVICES")));
 	if (a->logical) {

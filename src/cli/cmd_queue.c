@@ -123,8 +123,14 @@ struct queue {
 	double full_at;
 	int stopping, stop_signal, never, broken;
 	double kill_at;
-	pid_t *linger; /* stopping: groups whose leader ended and whose others live on */
-	size_t nlinger;
+	/*
+	 * Jobs whose leader ended while others of their group live on, or hold
+	 * its output: their output is still passed on (a background process
+	 * that writes to a closed pipe would die of SIGPIPE), and a stop
+	 * signals them too. Not waited for, but when stopping.
+	 */
+	struct running **ended;
+	size_t nended, capended;
 };
 
 /* The counts of the queue now. */
@@ -326,7 +332,8 @@ static int read_jobs(struct vd_jobs **out, const struct queue_options *o)
 		}
 		n = fread(text + len, 1, cap - len, f);
 		len += n;
-		if (n == 0)
+		/* a NUL is no text: say so now, not after reading all of /dev/zero */
+		if (n == 0 || memchr(text + len - n, '\0', n))
 			break;
 	}
 	err = ferror(f);
@@ -346,6 +353,19 @@ static int read_jobs(struct vd_jobs **out, const struct queue_options *o)
 	return 0;
 }
 
+/* Whether the file at path begins as a journal does: one that --force may replace. */
+static int is_journal(const char *path)
+{
+	static const char magic[] = "visdev-queue-journal 1\t";
+	char head[sizeof(magic)] = "";
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	ssize_t n = fd >= 0 ? read(fd, head, sizeof(head) - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	return n == (ssize_t)sizeof(magic) - 1 && !memcmp(head, magic, sizeof(magic) - 1);
+}
+
 /*
  * Decides what this run runs, from the journal: with --resume, the jobs it
  * does not show succeeded; without, every job, after making sure that no
@@ -356,8 +376,28 @@ static int plan(struct queue *q)
 {
 	struct queue_options *o = q->o;
 	struct vd_journal *j = NULL;
-	int err = vd_journal_read(&j, o->state), rc = -1;
+	int32_t pid = 0;
+	int err, rc = -1;
 
+	if (vd_journal_busy(o->state, &pid) == 1) {
+		cli_error("a queue (pid %d) is running with the journal '%s' now: 'visdev queue "
+			  "--status %s' shows it",
+			  (int)pid, o->state, o->state);
+		return EXIT_FAIL;
+	}
+	err = vd_journal_read(&j, o->state);
+	if (err == VD_EPARSE && o->force && !o->resume && is_journal(o->state)) {
+		/* a journal damaged past its last record: --force starts over */
+		cli_error("note: %s: starting over with a new journal (--force)", vd_error_last());
+		err = 0;
+	} else if (err == VD_EPARSE) {
+		cli_error("%s", vd_error_last());
+		cli_error(is_journal(o->state) ?
+				  "the journal is damaged: --force (without --resume) starts over "
+				  "with a new one" :
+				  "that file is no journal of visdev's: name another with --state");
+		return EXIT_FAIL;
+	}
 	if (err && err != VD_ENOTFOUND)
 		return cli_library_error(err);
 	if (o->resume && !j) {
@@ -458,6 +498,44 @@ static void read_output(struct queue *q, struct running *r, int k)
 			l->len = 0;
 		}
 	}
+}
+
+/* Closes a job's output pipes. */
+static void close_output(struct running *r)
+{
+	for (int k = 0; k < 2; k++)
+		if (r->out[k].fd >= 0) {
+			close(r->out[k].fd);
+			r->out[k].fd = -1;
+		}
+}
+
+/* Keeps an ended job whose output or group lives on. Returns 0, or -1 out of memory. */
+static int push_ended(struct queue *q, struct running *r)
+{
+	if (q->nended == q->capended) {
+		size_t cap = q->capended ? 2 * q->capended : 8;
+		struct running **more = realloc(q->ended, cap * sizeof(*more));
+
+		if (!more)
+			return -1;
+		q->ended = more;
+		q->capended = cap;
+	}
+	q->ended[q->nended++] = r;
+	return 0;
+}
+
+/*
+ * A record the journal could not take: a resume could no longer be trusted
+ * to run exactly what did not finish, so the queue starts nothing more.
+ */
+static void journal_lost(struct queue *q, size_t job)
+{
+	clear_progress(q);
+	cli_error("job %zu: %s; starting no more jobs (those running finish)", job,
+		  vd_error_last());
+	q->broken = 1;
 }
 
 /* ---- starting a job ------------------------------------------------------ */
@@ -634,7 +712,13 @@ static int start_job(struct queue *q, size_t i, struct vd_lease *lease)
 		cli_receive_lease_env(go[0], lease_env); /* once the record names the job */
 		if (vd_lease_inherit(lease) == 0)
 			execve("/bin/sh", argv, env);
-		_exit(127);
+		{
+			static const char why[] = "visdev queue: cannot start /bin/sh for this job "
+						  "(a command line over 128 KiB is too long)\n";
+
+			(void)!write(STDERR_FILENO, why, sizeof(why) - 1);
+		}
+		_exit(126);
 	}
 	setpgid(pid, pid);
 	close(go[0]);
@@ -644,7 +728,7 @@ static int start_job(struct queue *q, size_t i, struct vd_lease *lease)
 			  i, vd_error_last());
 	cli_send_lease_env(go[1], lease, q->sys);
 	if (vd_journal_start(q->journal, i, pid, uuids, q->jobs->commands[i]))
-		cli_error("note: job %zu's start is not in the journal: %s", i, vd_error_last());
+		journal_lost(q, i);
 	r->job = i;
 	r->pid = pid;
 	r->lease = lease;
@@ -804,19 +888,11 @@ static void end_job(struct queue *q, size_t slot, int status)
 	struct running *r = q->run[slot];
 	int code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 
-	for (int k = 0; k < 2; k++) {
-		/* what the job wrote is passed on; its children may hold the pipe: not waited for
-		 */
+	/* what the job wrote is passed on; what its children write, as it comes */
+	for (int k = 0; k < 2; k++)
 		read_output(q, r, k);
-		if (r->out[k].fd >= 0) {
-			if (r->out[k].len)
-				emit_line(q, r->job, k == 0 && !q->o->g.json ? 1 : 2, r->out[k].buf,
-					  r->out[k].len);
-			close(r->out[k].fd);
-		}
-	}
 	if (vd_journal_end(q->journal, r->job, code))
-		cli_error("note: job %zu's end is not in the journal: %s", r->job, vd_error_last());
+		journal_lost(q, r->job);
 	vd_queue_ended(q->state, r->job, code, now_s() - r->start);
 	if (passable(q, r)) {
 		q->spare[q->nspare++] = r->lease;
@@ -825,11 +901,13 @@ static void end_job(struct queue *q, size_t slot, int status)
 		q->full = 0;
 		q->turn = 1; /* a GPU of ours is free: worth a try now */
 	}
-	/* stopping: what is left of the job's group gets SIGKILL with the rest */
-	if (q->stopping && q->linger && kill(-r->pid, 0) == 0)
-		q->linger[q->nlinger++] = r->pid;
-	free(r);
 	q->run[slot] = q->run[--q->nrun];
+	r->lease = NULL;
+	if ((r->out[0].fd >= 0 || r->out[1].fd >= 0 || kill(-r->pid, 0) == 0) &&
+	    push_ended(q, r) == 0)
+		return;
+	close_output(r);
+	free(r);
 }
 
 /* Reaps every job that has ended. */
@@ -853,21 +931,31 @@ static void signal_jobs(struct queue *q, int sig)
 		kill(-q->run[s]->pid, sig);
 		kill(-q->run[s]->pid, SIGCONT);
 	}
-	for (size_t k = 0; sig == SIGKILL && k < q->nlinger; k++)
-		kill(-q->linger[k], SIGKILL);
+	for (size_t k = 0; k < q->nended; k++)
+		kill(-q->ended[k]->pid, sig);
 }
 
-/* Whether a group left over from a job whose leader ended still has a process. */
-static int lingering(struct queue *q)
+/*
+ * Lets go of the ended jobs whose output is closed and whose group is gone;
+ * returns whether any group of an ended job still lives.
+ */
+static int ended_alive(struct queue *q)
 {
-	size_t k = 0;
+	size_t k = 0, alive = 0;
 
-	while (k < q->nlinger)
-		if (kill(-q->linger[k], 0) < 0 && errno == ESRCH)
-			q->linger[k] = q->linger[--q->nlinger];
-		else
-			k++;
-	return q->nlinger > 0;
+	while (k < q->nended) {
+		struct running *r = q->ended[k];
+		int lives = !(kill(-r->pid, 0) < 0 && errno == ESRCH);
+
+		if (!lives && r->out[0].fd < 0 && r->out[1].fd < 0) {
+			free(r);
+			q->ended[k] = q->ended[--q->nended];
+			continue;
+		}
+		alive += lives;
+		k++;
+	}
+	return alive > 0;
 }
 
 /* The first stop: jobs get SIGTERM and the grace; a second Ctrl-C, or the grace's end, SIGKILL. */
@@ -883,10 +971,10 @@ static void stop(struct queue *q, int sig)
 	q->stopping = 1;
 	q->stop_signal = sig;
 	vd_queue_stop(q->state);
-	q->linger = calloc(q->nrun ? q->nrun : 1, sizeof(*q->linger));
 	q->kill_at = now_s() + q->o->grace;
 	vd_waiter_free(q->waiter); /* out of the line */
 	q->waiter = NULL;
+	q->waiting = q->turn = 0;
 	while (q->nspare)
 		vd_lease_free(q->spare[--q->nspare]);
 	if (q->nrun)
@@ -932,6 +1020,8 @@ static void draw_progress(struct queue *q)
 	for (size_t s = 0; s < q->nrun && len < sizeof(line); s++)
 		len += (size_t)snprintf(line + len, sizeof(line) - len, "%s%s #%zu",
 					s ? ", " : "; ", q->run[s]->gpus, q->run[s]->job);
+	if (len > sizeof(line) - 1)
+		len = sizeof(line) - 1;
 	if (len > width - 1)
 		len = width - 1;
 	line[len] = '\0';
@@ -973,33 +1063,41 @@ static void loop(struct queue *q)
 	struct pollfd *fds = NULL;
 	size_t capfds = 0;
 
+	struct running **owner = NULL; /* whose output each polled descriptor is */
+
 	while (q->nrun || (vd_queue_next(q->state) >= 0 && !q->never && !q->broken) ||
-	       lingering(q)) {
-		size_t nfds = 0, first_out;
+	       (q->stopping && ended_alive(q))) {
+		size_t nfds = 0, first_out, want = 2 + 2 * (q->nrun + q->nended);
 		int timeout;
 
 		start_jobs(q);
-		if (!q->nrun && !q->nlinger &&
+		if (!q->nrun && !(q->stopping && ended_alive(q)) &&
 		    (vd_queue_next(q->state) < 0 || q->never || q->broken))
 			break;
-		if (2 + 2 * q->nrun > capfds) {
-			struct pollfd *more =
-				realloc(fds, (capfds = 4 * q->nrun + 16) * sizeof(*fds));
+		if (want > capfds) {
+			struct pollfd *more = realloc(fds, (capfds = 2 * want + 16) * sizeof(*fds));
+			struct running **more_owner =
+				more ? realloc(owner, capfds * sizeof(*owner)) : NULL;
 
-			if (!more) {
+			fds = more ? more : fds;
+			owner = more_owner ? more_owner : owner;
+			if (!more || !more_owner) {
 				cli_error("out of memory");
 				q->broken = 1;
 				break;
 			}
-			fds = more;
 		}
 		fds[nfds++] = (struct pollfd){ q->sigfd, POLLIN, 0 };
 		if (q->waiter && q->waiting)
 			fds[nfds++] = (struct pollfd){ vd_waiter_fd(q->waiter), POLLIN, 0 };
 		first_out = nfds;
-		for (size_t s = 0; s < q->nrun; s++)
-			for (int k = 0; k < 2; k++)
-				fds[nfds++] = (struct pollfd){ q->run[s]->out[k].fd, POLLIN, 0 };
+		for (size_t s = 0; s < q->nrun + q->nended; s++)
+			for (int k = 0; k < 2; k++) {
+				struct running *r = s < q->nrun ? q->run[s] : q->ended[s - q->nrun];
+
+				owner[nfds] = r;
+				fds[nfds++] = (struct pollfd){ r->out[k].fd, POLLIN, 0 };
+			}
 		timeout = poll_timeout(q);
 		if (poll(fds, nfds, timeout) < 0 && errno != EINTR)
 			break;
@@ -1010,13 +1108,12 @@ static void loop(struct queue *q)
 				if (si.ssi_signo != SIGCHLD)
 					stop(q, (int)si.ssi_signo);
 		}
-		for (size_t f = first_out; f < nfds; f++) {
-			size_t s = (f - first_out) / 2;
-
-			if (fds[f].revents && s < q->nrun)
-				read_output(q, q->run[s], (int)((f - first_out) % 2));
-		}
+		/* before any job is reaped: owner[] is as polled */
+		for (size_t f = first_out; f < nfds; f++)
+			if (fds[f].revents)
+				read_output(q, owner[f], (int)((f - first_out) % 2));
 		reap(q);
+		ended_alive(q);
 		if (first_out == 2 && fds[1].revents && q->waiter &&
 		    vd_waiter_wait(q->waiter, 0) == 1)
 			q->turn = 1;
@@ -1024,7 +1121,7 @@ static void loop(struct queue *q)
 		    (q->retry_soon || vd_waiter_place(q->waiter, NULL) <= 1 ||
 		     now_s() >= q->sys_at + 5.0))
 			q->turn = 1;
-		if (q->stopping && (q->nrun || q->nlinger) && now_s() >= q->kill_at)
+		if (q->stopping && (q->nrun || q->nended) && now_s() >= q->kill_at)
 			signal_jobs(q, SIGKILL);
 		if (now_s() >= q->synced_at + SYNC_EVERY_S) {
 			vd_journal_sync(q->journal);
@@ -1034,6 +1131,12 @@ static void loop(struct queue *q)
 			draw_progress(q);
 	}
 	free(fds);
+	free(owner);
+	/* what ended jobs left running writes from now on goes nowhere: not waited for */
+	while (q->nended) {
+		close_output(q->ended[--q->nended]);
+		free(q->ended[q->nended]);
+	}
 	clear_progress(q);
 }
 
@@ -1374,7 +1477,7 @@ out:
 	vd_backend_free(q.backend);
 	vd_queue_free(q.state);
 	free(q.run);
-	free(q.linger);
+	free(q.ended);
 	vd_jobs_free(q.jobs);
 	if (q.sigfd >= 0)
 		close(q.sigfd);
@@ -1388,6 +1491,12 @@ int cmd_queue(int argc, char **argv)
 	struct queue_options o = { 0 };
 	int rc;
 
+	/* a closed standard descriptor would be taken by the journal, and get job output */
+	for (int fd = 0; fd <= 2; fd++)
+		if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd) {
+			cli_error("cannot open /dev/null: %s", strerror(errno));
+			return EXIT_FAIL;
+		}
 	cli_select_init(&o.sel, argv);
 	o.grace = GRACE_DEFAULT_S;
 	rc = parse_options(&o, argc, argv);

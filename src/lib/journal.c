@@ -30,8 +30,9 @@
 
 struct vd_journal_writer {
 	int fd;
-	int dirty; /* written since the last sync */
-	char *buf; /* one record, grown as needed */
+	off_t size; /* where the last whole record ends */
+	int dirty;  /* written since the last sync */
+	char *buf;  /* one record, grown as needed */
 	size_t cap;
 };
 
@@ -342,7 +343,11 @@ int vd_journal_busy(const char *path, int32_t *pid)
 	return busy;
 }
 
-/* Writes len bytes of a record at the end of the journal, whole or not at all. */
+/*
+ * Writes len bytes of a record at the end of the journal, whole or not at
+ * all: a record cut short (a full disk) is cut off again, so that the
+ * records after it are not glued to half a line.
+ */
 static int write_record(struct vd_journal_writer *w, size_t len)
 {
 	size_t done = 0;
@@ -352,10 +357,16 @@ static int write_record(struct vd_journal_writer *w, size_t len)
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0)
-			return error_set(VD_EIO, "cannot write the journal: %s", strerror(errno));
+		if (n <= 0) {
+			int e = n < 0 ? errno : ENOSPC;
+
+			if (done && ftruncate(w->fd, w->size) == 0)
+				lseek(w->fd, w->size, SEEK_SET);
+			return error_set(VD_EIO, "cannot write the journal: %s", strerror(e));
+		}
 		done += (size_t)n;
 	}
+	w->size += (off_t)len;
 	w->dirty = 1;
 	return 0;
 }
@@ -435,7 +446,7 @@ int vd_journal_open(struct vd_journal_writer **out, const char *path, const stru
 		err = vd_journal_parse(&old, text, len);
 	if (!err && ftruncate(w->fd, old ? (off_t)old->whole : 0) < 0)
 		err = error_set(VD_EIO, "cannot cut '%s' short: %s", path, strerror(errno));
-	if (!err && lseek(w->fd, 0, SEEK_END) < 0)
+	if (!err && (w->size = lseek(w->fd, 0, SEEK_END)) < 0)
 		err = error_set(VD_EIO, "cannot write '%s': %s", path, strerror(errno));
 	if (err)
 		goto out;

@@ -299,3 +299,64 @@ EOF
 	assert_status 0
 	[ "$(sort -n busy | tail -1)" -le 2 ]
 }
+
+@test "Ctrl-C while a job waits in line and another runs; and what ended jobs left behind is stopped too" {
+	marker="queue-test-$BATS_TEST_NUMBER-$$"
+	# job 0 leaves a process of its group behind, job 1 holds 3 GPUs, job 2 waits for them
+	printf '%s\n' "sh -c 'sleep 60 # $marker' & echo left" "sleep 60" "true" >jobs.txt
+	bg -n 2 jobs.txt
+	queue=$BG
+	wait_for eval '[ "$("$VISDEV" queue --status jobs.txt.journal --json | jq .running)" -eq 1 ]'
+	wait_for eval '[ "$(v leases --json | jq ".line | length")" -eq 1 ]'
+	kill -INT "$queue"
+	status=0
+	wait "$queue" || status=$?
+	[ "$status" -eq 130 ]
+	! pgrep -f "sleep 60 # $marker"
+	[ "$(v leases --json | jq '.leases | length')" -eq 0 ]
+}
+
+@test "a background process of a job that ended still gets its output through, and is not killed by it" {
+	printf '(sleep 0.3; echo late; touch marker) & echo early\nsleep 1\n' >jobs.txt
+	run --separate-stderr q -q jobs.txt
+	assert_status 0
+	[ -e marker ]
+	assert_output_has "[0] early"
+	assert_output_has "[0] late"
+}
+
+@test "closed standard output: job output never lands in the journal" {
+	printf 'echo a\necho b\n' >jobs.txt
+	q -q jobs.txt >&-
+	! grep -q '^\[' jobs.txt.journal
+	run q -q --resume jobs.txt
+	assert_status 0
+}
+
+@test "a damaged journal: refused with what to do; --force starts over, but never over a file that is no journal" {
+	printf 'echo a\n' >jobs.txt
+	q -q jobs.txt >/dev/null
+	echo garbage >>jobs.txt.journal
+	run q -q jobs.txt
+	assert_status 1
+	assert_output_has "the journal is damaged: --force (without --resume) starts over"
+	run q -q --force jobs.txt
+	assert_status 0
+	! grep -q garbage jobs.txt.journal
+	echo "precious" >notes.txt
+	run q -q --force --state notes.txt jobs.txt
+	assert_status 1
+	assert_output_has "that file is no journal of visdev's"
+	[ "$(cat notes.txt)" = precious ]
+}
+
+@test "a second queue on a journal in use is told which queue runs it" {
+	printf 'while [ ! -e go ]; do sleep 0.02; done\n' >jobs.txt
+	bg -q jobs.txt
+	wait_for eval '"$VISDEV" queue --status jobs.txt.journal | grep -q running'
+	run q -q jobs.txt
+	assert_status 1
+	assert_output_has "a queue (pid $BG) is running with the journal 'jobs.txt.journal' now"
+	touch go
+	wait "$BG"
+}

@@ -9,9 +9,12 @@
 
 #include <cmocka.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -203,12 +206,52 @@ static void test_write(void **state)
 	vd_jobs_free(jobs);
 }
 
+/* A full disk mid-record: the half record is cut off, and the records after it stay whole. */
+static void test_full_disk(void **state)
+{
+	char dir[] = "/tmp/visdev-journal-XXXXXX", path[64];
+	struct vd_journal_writer *w = NULL;
+	struct vd_journal *j = NULL;
+	struct vd_jobs *jobs = NULL;
+	struct rlimit old, small;
+	struct stat st;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/q.journal", dir);
+	assert_int_equal(vd_jobs_parse(&jobs, "a\nb\n", 4), 0);
+	assert_int_equal(vd_journal_open(&w, path, jobs, 0), 0);
+	assert_int_equal(vd_journal_start(w, 0, 100, "GPU-a", "a"), 0);
+	assert_int_equal(stat(path, &st), 0);
+	/* room for some 20 bytes more: the next record is cut short, as on a full disk */
+	signal(SIGXFSZ, SIG_IGN);
+	getrlimit(RLIMIT_FSIZE, &old);
+	small = old;
+	small.rlim_cur = (rlim_t)st.st_size + 20;
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+	assert_int_equal(
+		vd_journal_start(w, 1, 101, "GPU-b", "a command longer than the room left"),
+		VD_EIO);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	signal(SIGXFSZ, SIG_DFL);
+	assert_int_equal(vd_journal_end(w, 0, 0), 0);
+	vd_journal_close(w);
+	assert_int_equal(vd_journal_read(&j, path), 0);
+	assert_false(j->torn);
+	assert_int_equal(j->jobs[0].state, VD_JOB_DONE);
+	assert_int_equal(j->jobs[1].state, VD_JOB_PENDING);
+	vd_journal_free(j);
+	unlink(path);
+	rmdir(dir);
+	vd_jobs_free(jobs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse),	cmocka_unit_test(test_torn),
 		cmocka_unit_test(test_headers), cmocka_unit_test(test_malformed),
-		cmocka_unit_test(test_write),
+		cmocka_unit_test(test_write),	cmocka_unit_test(test_full_disk),
 	};
 
 	return cmocka_run_group_tests_name("journal", tests, NULL, NULL);
