@@ -962,6 +962,83 @@ VD_API const struct vd_queue_job *vd_queue_job(const struct vd_queue *q, size_t 
 VD_API void vd_queue_counts(const struct vd_queue *q, struct vd_queue_counts *out);
 VD_API void vd_queue_free(struct vd_queue *q);
 
+/* ---- The doctor: why a program does not see the GPUs it should (doctor.c) -- */
+
+/*
+ * Each thing the doctor finds is data: a stable id ("visible-out-of-range"),
+ * a severity, a message, where it was found (a variable, "FILE:LINE", a
+ * pid) and a fix in one line. The checks here are pure, over text given to
+ * them; `visdev doctor` adds those of the machine.
+ */
+enum vd_severity {
+	VD_SEVERITY_INFO = 0,
+	VD_SEVERITY_WARNING,
+	VD_SEVERITY_ERROR,
+};
+
+/* "info", "warning", "error"; NULL out of range. */
+VD_API const char *vd_severity_name(enum vd_severity severity);
+
+struct vd_finding {
+	const char *id; /* static */
+	enum vd_severity severity;
+	char *message;
+	char *where; /* "CUDA_VISIBLE_DEVICES", "~/.bashrc:12", "train.py:3", "pid 4242" */
+	char *fix;   /* one line; "" when there is nothing to do */
+};
+
+/* A growing list of findings: zero it to start, vd_findings_release() to end. */
+struct vd_findings {
+	struct vd_finding *items;
+	size_t n, cap;
+};
+
+VD_API void vd_findings_release(struct vd_findings *f);
+
+/*
+ * Adds a finding to f: id static, where and fix copied (NULL: ""), the
+ * message formatted. Errors: VD_ENOMEM.
+ */
+VD_API int vd_findings_add(struct vd_findings *f, const char *id, enum vd_severity severity,
+			   const char *where, const char *fix, const char *fmt, ...)
+	__attribute__((format(printf, 6, 7)));
+
+/*
+ * The environment env (as environ), on the machine sys: CUDA_VISIBLE_DEVICES
+ * explained through the engine (ordinals past the last GPU, a value that
+ * makes nothing visible, an unknown or ambiguous UUID prefix, quotes or
+ * blanks kept, MIG devices the driver will not enumerate together), the
+ * near misses of the names, CUDA_DEVICE_ORDER unset on a server with more
+ * than one model, NVIDIA_VISIBLE_DEVICES against CUDA_VISIBLE_DEVICES, and
+ * Slurm's SLURM_JOB_GPUS / SLURM_STEP_GPUS against it. where names the
+ * environment in each finding ("the environment", "pid 4242"). Errors:
+ * VD_ENOMEM.
+ */
+VD_API int vd_doctor_env(struct vd_findings *out, const struct vd_system *sys, char *const *env,
+			 const char *where);
+
+/*
+ * A shell start-up file's text (~/.bashrc, /etc/environment, ...): each line
+ * that sets CUDA_VISIBLE_DEVICES (export, a plain assignment, env, setenv),
+ * with its value checked on sys. path names the file in the findings.
+ * Errors: VD_ENOMEM.
+ */
+VD_API int vd_doctor_startup(struct vd_findings *out, const struct vd_system *sys, const char *text,
+			     size_t len, const char *path);
+
+/*
+ * A Python script's text, read and never run: the variable set after
+ * `import torch` (a warning) or after CUDA has started (an error); device
+ * numbers (device_ids=[...], "cuda:N", set_device(N)) beyond what the
+ * script will see, with the value it sets (else env_value, the
+ * environment's; NULL unset); misspelt names; values the engine rejects.
+ * Comments and strings are not code. Text that is not UTF-8, or has NUL
+ * bytes, is a finding. Errors: VD_ENOMEM.
+ */
+VD_API int vd_doctor_script(struct vd_findings *out, const struct vd_system *sys, const char *text,
+			    size_t len, const char *path, const char *env_value,
+			    const char *env_order);
+
 /*
  * Copies src into dst (of size n, n > 0) as valid UTF-8: a byte that does
  * not begin a valid sequence becomes '?', and the copy is cut on a

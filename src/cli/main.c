@@ -21,6 +21,7 @@ static const struct command {
 	{ "run", cmd_run, "lease GPUs and run a command on them, for as long as it runs" },
 	{ "leases", cmd_leases, "who holds which GPU now" },
 	{ "queue", cmd_queue, "run many jobs over the GPUs as they free, resumably" },
+	{ "doctor", cmd_doctor, "why a program does not see the GPUs it should, and the fix" },
 };
 
 static void usage(FILE *f)
