@@ -82,34 +82,39 @@ static int check_driver(struct vd_findings *f, const struct vd_system *sys)
 	int err = 0;
 
 	if (!h)
-		err = vd_findings_add(f, "cuda-missing", VD_SEVERITY_ERROR, cuda,
-			    "install the NVIDIA driver's CUDA library (Debian: libcuda1), matching "
-			    "the driver",
-			    "the CUDA driver library '%s' cannot be loaded (%s): no program can use "
-			    "a GPU, whatever CUDA_VISIBLE_DEVICES says",
-			    cuda, dlerror());
+		err = vd_findings_add(
+			f, "cuda-missing", VD_SEVERITY_ERROR, cuda,
+			"install the NVIDIA driver's CUDA library (Debian: libcuda1), matching "
+			"the driver",
+			"the CUDA driver library '%s' cannot be loaded (%s): no program can use "
+			"a GPU, whatever CUDA_VISIBLE_DEVICES says",
+			cuda, dlerror());
 	else
 		dlclose(h);
 	if (!err && sys)
 		err = vd_findings_add(f, "driver", VD_SEVERITY_INFO, "NVML", "",
-			    "driver %s, CUDA driver API %d.%d, %zu GPU%s",
-			    sys->driver_version[0] ? sys->driver_version : "(unknown)",
-			    sys->cuda_driver_version / 1000, sys->cuda_driver_version % 1000 / 10,
-			    sys->ngpus, sys->ngpus == 1 ? "" : "s");
+				      "driver %s, CUDA driver API %d.%d, %zu GPU%s",
+				      sys->driver_version[0] ? sys->driver_version : "(unknown)",
+				      sys->cuda_driver_version / 1000,
+				      sys->cuda_driver_version % 1000 / 10, sys->ngpus,
+				      sys->ngpus == 1 ? "" : "s");
 	if (err || glob("/dev/nvidia[0-9]*", 0, NULL, &g) != 0) {
 		return err ? err :
-			     vd_findings_add(f, "dev-missing", VD_SEVERITY_ERROR, "/dev", "load the driver "
-			     "(nvidia-modprobe, or reboot after installing it); in a container, "
-			     "start it with the NVIDIA runtime (docker run --gpus all)",
-			     "no /dev/nvidia0, /dev/nvidia1...: the GPUs' device files are missing");
+			     vd_findings_add(
+				     f, "dev-missing", VD_SEVERITY_ERROR, "/dev",
+				     "load the driver "
+				     "(nvidia-modprobe, or reboot after installing it); in a container, "
+				     "start it with the NVIDIA runtime (docker run --gpus all)",
+				     "no /dev/nvidia0, /dev/nvidia1...: the GPUs' device files are missing");
 	}
 	for (size_t i = 0; i < g.gl_pathc && !err; i++)
 		if (access(g.gl_pathv[i], R_OK | W_OK) < 0)
-			err = vd_findings_add(f, "dev-permission", VD_SEVERITY_ERROR, g.gl_pathv[i],
-				    "ask an administrator to add you to the group that owns it "
-				    "(often video or render), then log in again",
-				    "%s cannot be opened by this user (%s): CUDA cannot use that GPU",
-				    g.gl_pathv[i], strerror(errno));
+			err = vd_findings_add(
+				f, "dev-permission", VD_SEVERITY_ERROR, g.gl_pathv[i],
+				"ask an administrator to add you to the group that owns it "
+				"(often video or render), then log in again",
+				"%s cannot be opened by this user (%s): CUDA cannot use that GPU",
+				g.gl_pathv[i], strerror(errno));
 	globfree(&g);
 	return err;
 }
@@ -121,13 +126,14 @@ static int check_container(struct vd_findings *f, const char *dir)
 
 	if (!inside)
 		return 0;
-	return vd_findings_add(f, "container-leases", VD_SEVERITY_WARNING, dir,
-		     "share one lease directory with the host and the other containers: mount "
-		     "it (docker run -v /dev/shm/visdev-leases:/dev/shm/visdev-leases), or set "
-		     "VISDEV_LEASE_DIR to a folder they all mount",
-		     "this is a container: unless its lease directory '%s' is shared with the "
-		     "host, visdev here never sees the leases of jobs outside it, nor they its own",
-		     dir);
+	return vd_findings_add(
+		f, "container-leases", VD_SEVERITY_WARNING, dir,
+		"share one lease directory with the host and the other containers: mount "
+		"it (docker run -v /dev/shm/visdev-leases:/dev/shm/visdev-leases), or set "
+		"VISDEV_LEASE_DIR to a folder they all mount",
+		"this is a container: unless its lease directory '%s' is shared with the "
+		"host, visdev here never sees the leases of jobs outside it, nor they its own",
+		dir);
 }
 
 /* The lease directory: safe, usable, no leftovers. */
@@ -140,23 +146,24 @@ static int check_leases(struct vd_findings *f, const struct vd_system *sys, cons
 		return -1;
 	if (err)
 		return vd_findings_add(f, "leases-unusable", VD_SEVERITY_ERROR, dir,
-			     "see README, 'The lease directory (for administrators)'", "%s",
-			     vd_error_last());
+				       "see README, 'The lease directory (for administrators)'",
+				       "%s", vd_error_last());
 	vd_leases_free(leases);
 	if (access(dir, W_OK) < 0)
-		return vd_findings_add(f, "leases-unwritable", VD_SEVERITY_ERROR, dir,
-			     "ask its owner to make it mode 1777 (install -d -m 1777 DIR)",
-			     "the lease directory '%s' cannot be written by this user (%s): 'visdev "
-			     "run' cannot lease a GPU",
-			     dir, strerror(errno));
+		return vd_findings_add(
+			f, "leases-unwritable", VD_SEVERITY_ERROR, dir,
+			"ask its owner to make it mode 1777 (install -d -m 1777 DIR)",
+			"the lease directory '%s' cannot be written by this user (%s): 'visdev "
+			"run' cannot lease a GPU",
+			dir, strerror(errno));
 	return 0;
 }
 
 /* The shell's start-up files: a login's export of the variable. */
 static int check_startup(struct vd_findings *f, const struct vd_system *sys)
 {
-	static const char *const own[] = { ".bashrc", ".bash_profile", ".profile", ".zshrc",
-					   ".zprofile", ".cshrc", ".tcshrc" };
+	static const char *const own[] = { ".bashrc",	".bash_profile", ".profile", ".zshrc",
+					   ".zprofile", ".cshrc",	 ".tcshrc" };
 	const char *home = getenv("HOME");
 	glob_t g = { 0 };
 	int err = 0;
@@ -195,9 +202,10 @@ static int check_script(struct vd_findings *f, const struct vd_system *sys, cons
 	int err;
 
 	if (read_file(&text, &len, path) < 0)
-		return vd_findings_add(f, "script-unreadable", VD_SEVERITY_ERROR, path,
-			     "name a Python file that exists", "cannot read '%s': %s", path,
-			     errno == EFBIG ? "too large to be a script" : strerror(errno));
+		return vd_findings_add(
+			f, "script-unreadable", VD_SEVERITY_ERROR, path,
+			"name a Python file that exists", "cannot read '%s': %s", path,
+			errno == EFBIG ? "too large to be a script" : strerror(errno));
 	err = vd_doctor_script(f, sys, text, len, path, getenv("CUDA_VISIBLE_DEVICES"),
 			       getenv("CUDA_DEVICE_ORDER"));
 	free(text);
@@ -289,8 +297,9 @@ static int check_pid(struct vd_findings *f, const struct vd_system *sys, const c
 	int err;
 
 	if (end == arg || *end || pid <= 0)
-		return vd_findings_add(f, "pid-invalid", VD_SEVERITY_ERROR, arg, "give a process id: --pid 4242",
-			     "'%s' is not a process id", arg);
+		return vd_findings_add(f, "pid-invalid", VD_SEVERITY_ERROR, arg,
+				       "give a process id: --pid 4242", "'%s' is not a process id",
+				       arg);
 	snprintf(where, sizeof(where), "pid %ld", pid);
 	env = process_env(f, pid, &text);
 	if (!env)
@@ -302,28 +311,32 @@ static int check_pid(struct vd_findings *f, const struct vd_system *sys, const c
 	for (size_t g = 0; sys && g < sys->ngpus; g++)
 		for (size_t p = 0; p < sys->gpus[g].nprocesses; p++)
 			if (sys->gpus[g].processes[p].pid == (uint32_t)pid && len < sizeof(used)) {
-				len += (size_t)snprintf(used + len, sizeof(used) - len, "%sGPU %zu (%s)",
-							nused ? ", " : "", g, sys->gpus[g].name);
+				len += (size_t)snprintf(used + len, sizeof(used) - len,
+							"%sGPU %zu (%s)", nused ? ", " : "", g,
+							sys->gpus[g].name);
 				first = nused++ ? first : (unsigned)g;
 			}
 	if (!err && !nused)
-		err = vd_findings_add(f, "pid-gpus", VD_SEVERITY_INFO, where, "",
-			    "pid %ld uses no GPU, as NVML sees it (CUDA_VISIBLE_DEVICES %s%s%s)", pid,
-			    value ? "'" : "unset", value ? value : "", value ? "'" : "");
+		err = vd_findings_add(
+			f, "pid-gpus", VD_SEVERITY_INFO, where, "",
+			"pid %ld uses no GPU, as NVML sees it (CUDA_VISIBLE_DEVICES %s%s%s)", pid,
+			value ? "'" : "unset", value ? value : "", value ? "'" : "");
 	else if (!err)
-		err = vd_findings_add(f, "pid-gpus", VD_SEVERITY_INFO, where, "", "pid %ld uses %s", pid, used);
+		err = vd_findings_add(f, "pid-gpus", VD_SEVERITY_INFO, where, "", "pid %ld uses %s",
+				      pid, used);
 	/* ordinals counted fastest first where nvidia-smi's order was likely meant */
 	if (!err && nused && order == VD_ORDER_FASTEST && value &&
 	    vd_visible_resolve(&res, sys, value, VD_ORDER_FASTEST) == 0 &&
 	    vd_visible_resolve(&pci, sys, value, VD_ORDER_PCI) == 0 && res->ndevices &&
 	    pci->ndevices && res->devices[0].gpu == first && pci->devices[0].gpu != first)
-		err = vd_findings_add(f, "pid-wrong-gpu", VD_SEVERITY_WARNING, where,
-			    "start it with CUDA_DEVICE_ORDER=PCI_BUS_ID (visdev run sets it)",
-			    "pid %ld runs on GPU %u, not GPU %u: its CUDA_VISIBLE_DEVICES='%s' is "
-			    "counted fastest first, since its CUDA_DEVICE_ORDER is %s; nvidia-smi "
-			    "numbers GPU %u as %u",
-			    pid, first, pci->devices[0].gpu, value, order_text ? order_text : "unset",
-			    pci->devices[0].gpu, pci->devices[0].gpu);
+		err = vd_findings_add(
+			f, "pid-wrong-gpu", VD_SEVERITY_WARNING, where,
+			"start it with CUDA_DEVICE_ORDER=PCI_BUS_ID (visdev run sets it)",
+			"pid %ld runs on GPU %u, not GPU %u: its CUDA_VISIBLE_DEVICES='%s' is "
+			"counted fastest first, since its CUDA_DEVICE_ORDER is %s; nvidia-smi "
+			"numbers GPU %u as %u",
+			pid, first, pci->devices[0].gpu, value, order_text ? order_text : "unset",
+			pci->devices[0].gpu, pci->devices[0].gpu);
 	vd_resolution_free(res);
 	vd_resolution_free(pci);
 	free(env);
@@ -374,8 +387,8 @@ int cmd_doctor(int argc, char **argv)
 		OPT_PID,
 	};
 	static const struct option options[] = { { "script", required_argument, NULL, OPT_SCRIPT },
-						  { "pid", required_argument, NULL, OPT_PID },
-						  CLI_GLOBAL_OPTIONS };
+						 { "pid", required_argument, NULL, OPT_PID },
+						 CLI_GLOBAL_OPTIONS };
 	struct cli_globals g = { 0 };
 	struct vd_findings f = { 0 };
 	struct vd_backend *b = NULL;
@@ -405,8 +418,9 @@ int cmd_doctor(int argc, char **argv)
 		goto out;
 	}
 	if (optind < argc) {
-		rc = cli_usage("doctor", "doctor takes no arguments ('%s' given): --script FILE, "
-					 "--pid PID",
+		rc = cli_usage("doctor",
+			       "doctor takes no arguments ('%s' given): --script FILE, "
+			       "--pid PID",
 			       argv[optind]);
 		goto out;
 	}
@@ -422,18 +436,20 @@ int cmd_doctor(int argc, char **argv)
 	if (err == VD_ENOMEM)
 		goto oom;
 	if (err)
-		err = vd_findings_add(&f, err == VD_ENODRIVER ? "nvml-missing" : "nvml-error",
-			    VD_SEVERITY_ERROR, "NVML",
-			    err == VD_ENODRIVER ?
-				    "install the NVIDIA driver (or, to try visdev, use --demo)" :
-				    "check the driver with nvidia-smi; reload it if that fails too",
-			    "%s", vd_error_last());
+		err = vd_findings_add(
+			&f, err == VD_ENODRIVER ? "nvml-missing" : "nvml-error", VD_SEVERITY_ERROR,
+			"NVML",
+			err == VD_ENODRIVER ?
+				"install the NVIDIA driver (or, to try visdev, use --demo)" :
+				"check the driver with nvidia-smi; reload it if that fails too",
+			"%s", vd_error_last());
 	if (!err && !simulated)
 		err = check_driver(&f, sys);
 	else if (!err)
-		err = vd_findings_add(&f, "simulated", VD_SEVERITY_INFO, "--demo/--fixture", "",
-			    "a simulated server: the driver, its libraries and device files are "
-			    "not checked");
+		err = vd_findings_add(
+			&f, "simulated", VD_SEVERITY_INFO, "--demo/--fixture", "",
+			"a simulated server: the driver, its libraries and device files are "
+			"not checked");
 	if (!err && !simulated)
 		err = check_container(&f, vd_lease_dir());
 	if (!err)

@@ -108,71 +108,79 @@ static int check_value(struct vd_findings *f, const struct vd_system *sys, const
 	int err;
 
 	if (strpbrk(value, "'\""))
-		return vd_findings_add(f, "visible-quotes", VD_SEVERITY_ERROR, where,
-			   "write the value without quotes: CUDA_VISIBLE_DEVICES=0,1",
-			   "CUDA_VISIBLE_DEVICES='%s' holds quote characters: CUDA reads them as part "
-			   "of the value, and sees no GPU",
-			   value);
+		return vd_findings_add(
+			f, "visible-quotes", VD_SEVERITY_ERROR, where,
+			"write the value without quotes: CUDA_VISIBLE_DEVICES=0,1",
+			"CUDA_VISIBLE_DEVICES='%s' holds quote characters: CUDA reads them as part "
+			"of the value, and sees no GPU",
+			value);
 	if (first != value && (!strncmp(first, "GPU-", 4) || !strncmp(first, "MIG-", 4)))
-		return vd_findings_add(f, "visible-blank", VD_SEVERITY_ERROR, where,
-			   "remove the blank before the UUID",
-			   "CUDA_VISIBLE_DEVICES='%s' starts with a blank before a UUID: CUDA then "
-			   "reads it as ordinals, and sees no GPU",
-			   value);
+		return vd_findings_add(
+			f, "visible-blank", VD_SEVERITY_ERROR, where,
+			"remove the blank before the UUID",
+			"CUDA_VISIBLE_DEVICES='%s' starts with a blank before a UUID: CUDA then "
+			"reads it as ordinals, and sees no GPU",
+			value);
 	err = vd_visible_resolve(&res, sys, value, order);
 	if (err)
 		return err;
 	snprintf(fix, sizeof(fix), "name GPUs 0 to %zu ('visdev list' shows them), or UUIDs",
 		 all ? all - 1 : 0);
 	if (!*value)
-		err = vd_findings_add(f, "visible-empty", VD_SEVERITY_WARNING, where,
-			  "unset CUDA_VISIBLE_DEVICES to see every GPU, or name the ones to use",
-			  "CUDA_VISIBLE_DEVICES is empty: no GPU is visible, and programs run on the "
-			  "CPU");
+		err = vd_findings_add(
+			f, "visible-empty", VD_SEVERITY_WARNING, where,
+			"unset CUDA_VISIBLE_DEVICES to see every GPU, or name the ones to use",
+			"CUDA_VISIBLE_DEVICES is empty: no GPU is visible, and programs run on the "
+			"CPU");
 	else if (res->duplicate)
-		err = vd_findings_add(f, "visible-duplicate", VD_SEVERITY_ERROR, where, "name each GPU once",
-			  "CUDA_VISIBLE_DEVICES='%s' names one device twice (elements %zu and %zu): "
-			  "CUDA then sees no GPU at all",
-			  value, res->duplicate_first + 1, res->duplicate_position + 1);
+		err = vd_findings_add(
+			f, "visible-duplicate", VD_SEVERITY_ERROR, where, "name each GPU once",
+			"CUDA_VISIBLE_DEVICES='%s' names one device twice (elements %zu and %zu): "
+			"CUDA then sees no GPU at all",
+			value, res->duplicate_first + 1, res->duplicate_position + 1);
 	else if (res->stop == VD_STOP_OUT_OF_RANGE)
-		err = vd_findings_add(f, "visible-out-of-range", VD_SEVERITY_ERROR, where, fix,
-			  "CUDA_VISIBLE_DEVICES='%s': element %zu ('%s') is past the last GPU, "
-			  "there being %zu; CUDA ignores it and all after it%s",
-			  value, res->stop_position + 1, res->stop_token, all,
-			  res->ndevices ? "" :
-					  ", sees no GPU, and a program that asks for one fails "
-					  "with 'invalid device ordinal'");
+		err = vd_findings_add(
+			f, "visible-out-of-range", VD_SEVERITY_ERROR, where, fix,
+			"CUDA_VISIBLE_DEVICES='%s': element %zu ('%s') is past the last GPU, "
+			"there being %zu; CUDA ignores it and all after it%s",
+			value, res->stop_position + 1, res->stop_token, all,
+			res->ndevices ? "" :
+					", sees no GPU, and a program that asks for one fails "
+					"with 'invalid device ordinal'");
 	else if (res->stop == VD_STOP_NO_MATCH || res->stop == VD_STOP_AMBIGUOUS)
-		err = vd_findings_add(f,
-			  res->stop == VD_STOP_NO_MATCH ? "visible-uuid-unknown" :
-							  "visible-uuid-ambiguous",
-			  VD_SEVERITY_ERROR, where,
-			  res->stop == VD_STOP_NO_MATCH ?
-				  "use a UUID this machine has ('visdev list' shows them)" :
-				  "write more of the UUID, enough to name one device",
-			  "CUDA_VISIBLE_DEVICES='%s': element %zu ('%s') %s; CUDA ignores it and "
-			  "all after it",
-			  value, res->stop_position + 1, res->stop_token,
-			  res->stop == VD_STOP_NO_MATCH ? "names no device here" :
-							  "names more than one device");
+		err = vd_findings_add(
+			f,
+			res->stop == VD_STOP_NO_MATCH ? "visible-uuid-unknown" :
+							"visible-uuid-ambiguous",
+			VD_SEVERITY_ERROR, where,
+			res->stop == VD_STOP_NO_MATCH ?
+				"use a UUID this machine has ('visdev list' shows them)" :
+				"write more of the UUID, enough to name one device",
+			"CUDA_VISIBLE_DEVICES='%s': element %zu ('%s') %s; CUDA ignores it and "
+			"all after it",
+			value, res->stop_position + 1, res->stop_token,
+			res->stop == VD_STOP_NO_MATCH ? "names no device here" :
+							"names more than one device");
 	else if (res->stop)
-		err = vd_findings_add(f, "visible-cut", VD_SEVERITY_ERROR, where, fix,
-			  "CUDA_VISIBLE_DEVICES='%s': element %zu ('%s') is %s; CUDA ignores it "
-			  "and all after it",
-			  value, res->stop_position + 1, res->stop_token,
-			  res->stop == VD_STOP_NEGATIVE ? "negative" :
-			  res->stop == VD_STOP_EMPTY	? "empty" :
-			  res->stop == VD_STOP_NOT_UUID ? "not a UUID, in a list of UUIDs" :
-							  "not a number");
+		err = vd_findings_add(
+			f, "visible-cut", VD_SEVERITY_ERROR, where, fix,
+			"CUDA_VISIBLE_DEVICES='%s': element %zu ('%s') is %s; CUDA ignores it "
+			"and all after it",
+			value, res->stop_position + 1, res->stop_token,
+			res->stop == VD_STOP_NEGATIVE ? "negative" :
+			res->stop == VD_STOP_EMPTY    ? "empty" :
+			res->stop == VD_STOP_NOT_UUID ? "not a UUID, in a list of UUIDs" :
+							"not a number");
 	for (size_t i = 0; !err && i < res->ndropped; i++)
 		if (res->dropped[i].position != VD_NO_POSITION)
-			err = vd_findings_add(f, "visible-mig", VD_SEVERITY_WARNING, where,
-				  "name one MIG device per process (per GPU instance from driver "
-				  "R570), and start one process per device",
-				  "CUDA_VISIBLE_DEVICES='%s': element %zu names a device the driver "
-				  "does not enumerate beside the others (%s)",
-				  value, res->dropped[i].position + 1,
-				  vd_drop_reason_name(res->dropped[i].reason));
+			err = vd_findings_add(
+				f, "visible-mig", VD_SEVERITY_WARNING, where,
+				"name one MIG device per process (per GPU instance from driver "
+				"R570), and start one process per device",
+				"CUDA_VISIBLE_DEVICES='%s': element %zu names a device the driver "
+				"does not enumerate beside the others (%s)",
+				value, res->dropped[i].position + 1,
+				vd_drop_reason_name(res->dropped[i].reason));
 	vd_resolution_free(res);
 	return err;
 }
@@ -201,7 +209,8 @@ static int check_name(struct vd_findings *f, const char *name, const char *where
 		return 0;
 	snprintf(fix, sizeof(fix), "rename it %s", meant);
 	return vd_findings_add(f, "name-near-miss", VD_SEVERITY_ERROR, where, fix,
-		   "'%s' is set, but CUDA reads only '%s': this setting does nothing", name, meant);
+			       "'%s' is set, but CUDA reads only '%s': this setting does nothing",
+			       name, meant);
 }
 
 /* The order trap: fastest-first numbering on a server whose GPUs differ. */
@@ -219,21 +228,23 @@ static int check_order(struct vd_findings *f, const struct vd_system *sys, const
 	if (!mixed || (value && (!strncmp(value, "GPU-", 4) || !strncmp(value, "MIG-", 4))))
 		return 0;
 	if (!vd_system_fastest_known(sys))
-		return vd_findings_add(f, "order-fastest-first", VD_SEVERITY_WARNING, where,
-			   "export CUDA_DEVICE_ORDER=PCI_BUS_ID",
-			   "CUDA_DEVICE_ORDER is unset on a server with more than one GPU model: "
-			   "CUDA numbers GPUs fastest first, not as nvidia-smi does");
+		return vd_findings_add(
+			f, "order-fastest-first", VD_SEVERITY_WARNING, where,
+			"export CUDA_DEVICE_ORDER=PCI_BUS_ID",
+			"CUDA_DEVICE_ORDER is unset on a server with more than one GPU model: "
+			"CUDA numbers GPUs fastest first, not as nvidia-smi does");
 	for (size_t r = 0; r < sys->ngpus && len < sizeof(text); r++)
 		for (size_t g = 0; g < sys->ngpus; g++)
 			if (sys->gpus[g].cuda_rank == (unsigned)r && len < sizeof(text))
 				len += (size_t)snprintf(text + len, sizeof(text) - len,
 							"%sordinal %zu is GPU %zu (%s)",
 							r ? ", " : "", r, g, sys->gpus[g].name);
-	return vd_findings_add(f, "order-fastest-first", VD_SEVERITY_WARNING, where,
-		   "export CUDA_DEVICE_ORDER=PCI_BUS_ID, so that ordinals count as nvidia-smi's do",
-		   "CUDA_DEVICE_ORDER is unset on a server with more than one GPU model: CUDA "
-		   "counts ordinals fastest first, not in nvidia-smi's order: %s",
-		   text);
+	return vd_findings_add(
+		f, "order-fastest-first", VD_SEVERITY_WARNING, where,
+		"export CUDA_DEVICE_ORDER=PCI_BUS_ID, so that ordinals count as nvidia-smi's do",
+		"CUDA_DEVICE_ORDER is unset on a server with more than one GPU model: CUDA "
+		"counts ordinals fastest first, not in nvidia-smi's order: %s",
+		text);
 }
 
 /* How many elements a comma-separated list has. */
@@ -267,12 +278,13 @@ static int check_container(struct vd_findings *f, const struct vd_system *sys, c
 		p += *p == ',';
 	}
 	if (v->mode == VD_CONTAINER_LIST && !v->refused && max >= v->ndevices)
-		err = vd_findings_add(f, "container-disagree", VD_SEVERITY_ERROR, where,
-			  "inside the container, count GPUs from 0 among the ones it was given",
-			  "NVIDIA_VISIBLE_DEVICES='%s' gives a container %zu GPU%s, numbered 0 to %zu "
-			  "inside it, but CUDA_VISIBLE_DEVICES='%s' names %lu",
-			  nvd, v->ndevices, v->ndevices == 1 ? "" : "s",
-			  v->ndevices ? v->ndevices - 1 : 0, value, max);
+		err = vd_findings_add(
+			f, "container-disagree", VD_SEVERITY_ERROR, where,
+			"inside the container, count GPUs from 0 among the ones it was given",
+			"NVIDIA_VISIBLE_DEVICES='%s' gives a container %zu GPU%s, numbered 0 to %zu "
+			"inside it, but CUDA_VISIBLE_DEVICES='%s' names %lu",
+			nvd, v->ndevices, v->ndevices == 1 ? "" : "s",
+			v->ndevices ? v->ndevices - 1 : 0, value, max);
 	vd_container_view_free(v);
 	return err;
 }
@@ -287,19 +299,21 @@ static int check_slurm(struct vd_findings *f, char *const *env, const char *valu
 	if (!gpus || !*gpus)
 		return 0;
 	if (!value)
-		return vd_findings_add(f, "slurm-unset", VD_SEVERITY_WARNING, where,
-			   "let Slurm set CUDA_VISIBLE_DEVICES (gres with ConstrainDevices), or "
-			   "run the job through 'visdev run'",
-			   "Slurm gave this job GPUs %s (%s), but CUDA_VISIBLE_DEVICES is unset: "
-			   "unless the node's cgroups hide the others, CUDA sees every GPU of the node",
-			   gpus, name);
+		return vd_findings_add(
+			f, "slurm-unset", VD_SEVERITY_WARNING, where,
+			"let Slurm set CUDA_VISIBLE_DEVICES (gres with ConstrainDevices), or "
+			"run the job through 'visdev run'",
+			"Slurm gave this job GPUs %s (%s), but CUDA_VISIBLE_DEVICES is unset: "
+			"unless the node's cgroups hide the others, CUDA sees every GPU of the node",
+			gpus, name);
 	if (count_elements(gpus) != count_elements(value))
-		return vd_findings_add(f, "slurm-count", VD_SEVERITY_WARNING, where,
-			   "leave CUDA_VISIBLE_DEVICES as Slurm set it",
-			   "Slurm gave this job %zu GPU%s (%s=%s), but CUDA_VISIBLE_DEVICES='%s' "
-			   "names %zu",
-			   count_elements(gpus), count_elements(gpus) == 1 ? "" : "s", name, gpus,
-			   value, count_elements(value));
+		return vd_findings_add(
+			f, "slurm-count", VD_SEVERITY_WARNING, where,
+			"leave CUDA_VISIBLE_DEVICES as Slurm set it",
+			"Slurm gave this job %zu GPU%s (%s=%s), but CUDA_VISIBLE_DEVICES='%s' "
+			"names %zu",
+			count_elements(gpus), count_elements(gpus) == 1 ? "" : "s", name, gpus,
+			value, count_elements(value));
 	return 0;
 }
 
@@ -322,14 +336,15 @@ int vd_doctor_env(struct vd_findings *out, const struct vd_system *sys, char *co
 	}
 	if (!err && vd_order_parse(&order, order_text))
 		err = vd_findings_add(out, "order-unknown", VD_SEVERITY_ERROR, where,
-			  "export CUDA_DEVICE_ORDER=PCI_BUS_ID (or unset it)", "%s",
-			  vd_error_last());
+				      "export CUDA_DEVICE_ORDER=PCI_BUS_ID (or unset it)", "%s",
+				      vd_error_last());
 	if (!err && value)
 		err = check_value(out, sys, value, order, where);
 	if (!err)
 		err = check_order(out, sys, order_text, value, where);
 	if (!err)
-		err = check_container(out, sys, env_get(env, "NVIDIA_VISIBLE_DEVICES"), value, where);
+		err = check_container(out, sys, env_get(env, "NVIDIA_VISIBLE_DEVICES"), value,
+				      where);
 	if (!err)
 		err = check_slurm(out, env, value, where);
 	return err;
@@ -413,12 +428,13 @@ static int startup_line(struct vd_findings *out, const struct vd_system *sys, co
 	    *after != '&')
 		return 0;
 	value = shell_value(s, wl);
-	err = vd_findings_add(out, "startup-export", VD_SEVERITY_WARNING, where,
-		  "remove it, and choose GPUs per job: 'visdev run -- CMD' or "
-		  "'eval \"$(visdev pick)\"'",
-		  "%s=%.*s is set at every login: a value fixed in a start-up file applies to "
-		  "every job, long after the GPUs it names were free",
-		  CVD, (int)wl, s);
+	err = vd_findings_add(
+		out, "startup-export", VD_SEVERITY_WARNING, where,
+		"remove it, and choose GPUs per job: 'visdev run -- CMD' or "
+		"'eval \"$(visdev pick)\"'",
+		"%s=%.*s is set at every login: a value fixed in a start-up file applies to "
+		"every job, long after the GPUs it names were free",
+		CVD, (int)wl, s);
 	if (!err && value)
 		err = check_value(out, sys, value, VD_ORDER_FASTEST, where);
 	free(value);
@@ -466,6 +482,7 @@ struct literal {
  */
 struct code {
 	char *c; /* the masked text, NUL-terminated */
+	size_t len;
 	struct literal *lits;
 	size_t nlits, caplits;
 };
@@ -479,6 +496,7 @@ static int mask(struct code *k, const char *text, size_t len)
 		return error_set(VD_ENOMEM, "out of memory");
 	memcpy(k->c, text, len);
 	k->c[len] = '\0';
+	k->len = len;
 	while (i < len) {
 		char q = text[i];
 
@@ -496,8 +514,8 @@ static int mask(struct code *k, const char *text, size_t len)
 				}
 				if (!triple && text[j] == '\n')
 					break; /* an unclosed string ends with its line */
-				if (text[j] == q &&
-				    (!triple || (j + 2 < len && text[j + 1] == q && text[j + 2] == q)))
+				if (text[j] == q && (!triple || (j + 2 < len && text[j + 1] == q &&
+								 text[j + 2] == q)))
 					break;
 				j++;
 			}
@@ -540,16 +558,16 @@ static char *literal_after(const struct code *k, const char *text, size_t at, si
 	while (k->c[p] == ' ' || k->c[p] == '\t')
 		p++;
 	/* string prefixes: r"...", b'...' */
-	while (isalpha((unsigned char)k->c[p]) && (k->c[p + 1] == '\'' || k->c[p + 1] == '"' ||
-						   isalpha((unsigned char)k->c[p + 1])))
+	while (isalpha((unsigned char)k->c[p]) &&
+	       (k->c[p + 1] == '\'' || k->c[p + 1] == '"' || isalpha((unsigned char)k->c[p + 1])))
 		p++;
 	if (k->c[p] != '\'' && k->c[p] != '"')
 		return NULL;
 	lit = literal_at(k, p);
 	if (!lit)
 		return NULL;
-	if (end)
-		*end = lit->end + 1;
+	if (end) /* past the closing quote, or at the end of an unclosed string */
+		*end = lit->end < k->len ? lit->end + 1 : k->len;
 	return strndup(text + lit->start, lit->end - lit->start);
 }
 
@@ -568,8 +586,8 @@ static int word_at(const char *c, const char *start, const char *w)
 {
 	size_t n = strlen(w);
 
-	return strncmp(c, w, n) == 0 && (c == start || !(isalnum((unsigned char)c[-1]) ||
-							c[-1] == '_' || c[-1] == '.')) &&
+	return strncmp(c, w, n) == 0 &&
+	       (c == start || !(isalnum((unsigned char)c[-1]) || c[-1] == '_' || c[-1] == '.')) &&
 	       !(isalnum((unsigned char)c[n]) || c[n] == '_');
 }
 
@@ -609,19 +627,21 @@ static int assigned(struct script *sc, const char *name, const char *value, size
 	if (strcmp(name, CVD))
 		return 0;
 	if (sc->cuda_at && sc->cuda_at - 1 < at)
-		err = vd_findings_add(sc->out, "script-too-late", VD_SEVERITY_ERROR, where,
-			  "set it before anything touches CUDA: first thing in the script, or "
-			  "outside it ('visdev run -- python script.py')",
-			  "CUDA_VISIBLE_DEVICES is set after CUDA has started (line %zu): CUDA read the "
-			  "variable then, and this has no effect",
-			  line_of(sc->text, sc->cuda_at - 1));
+		err = vd_findings_add(
+			sc->out, "script-too-late", VD_SEVERITY_ERROR, where,
+			"set it before anything touches CUDA: first thing in the script, or "
+			"outside it ('visdev run -- python script.py')",
+			"CUDA_VISIBLE_DEVICES is set after CUDA has started (line %zu): CUDA read the "
+			"variable then, and this has no effect",
+			line_of(sc->text, sc->cuda_at - 1));
 	else if (sc->torch_at && sc->torch_at - 1 < at)
-		err = vd_findings_add(sc->out, "script-after-import", VD_SEVERITY_WARNING, where,
-			  "set it before 'import torch'",
-			  "CUDA_VISIBLE_DEVICES is set after 'import torch' (line %zu): it works only "
-			  "because PyTorch starts CUDA lazily, and stops working as soon as anything "
-			  "imported starts it",
-			  line_of(sc->text, sc->torch_at - 1));
+		err = vd_findings_add(
+			sc->out, "script-after-import", VD_SEVERITY_WARNING, where,
+			"set it before 'import torch'",
+			"CUDA_VISIBLE_DEVICES is set after 'import torch' (line %zu): it works only "
+			"because PyTorch starts CUDA lazily, and stops working as soon as anything "
+			"imported starts it",
+			line_of(sc->text, sc->torch_at - 1));
 	if (!err && value)
 		err = check_value(sc->out, sc->sys, value, sc->order, where);
 	if (!err && value && (!sc->cuda_at || at < sc->cuda_at - 1) &&
@@ -655,7 +675,8 @@ static int scan_environ(struct script *sc, size_t p, const char *env_value)
 			else
 				goto out; /* read, not set */
 		}
-	} else if (!strncmp(c + p, "os.environ.setdefault(", 22) || !strncmp(c + p, "os.putenv(", 10)) {
+	} else if (!strncmp(c + p, "os.environ.setdefault(", 22) ||
+		   !strncmp(c + p, "os.putenv(", 10)) {
 		size_t q = p + (c[p + 3] == 'e' ? 22 : 10);
 
 		name = literal_after(&sc->k, sc->text, q, &after);
@@ -731,10 +752,11 @@ static int device_number(struct script *sc, const char *env_value, unsigned long
 			 count - 1);
 	else
 		snprintf(fix, sizeof(fix), "make GPUs visible, or run on the CPU");
-	return vd_findings_add(sc->out, "script-device-ordinal", VD_SEVERITY_ERROR, where, fix,
-		   "%s, but the script will see %zu GPU%s (%s): CUDA numbers the visible GPUs from "
-		   "0, and this fails with 'invalid device ordinal'",
-		   as, count, count == 1 ? "" : "s", why);
+	return vd_findings_add(
+		sc->out, "script-device-ordinal", VD_SEVERITY_ERROR, where, fix,
+		"%s, but the script will see %zu GPU%s (%s): CUDA numbers the visible GPUs from "
+		"0, and this fails with 'invalid device ordinal'",
+		as, count, count == 1 ? "" : "s", why);
 }
 
 /* Device numbers: device_ids=[...], set_device(N), and "cuda:N" in any string. */
@@ -825,15 +847,15 @@ static size_t cuda_start(const struct script *sc)
 	return 0;
 }
 
-/* Whether text is valid UTF-8. */
+/* Whether text (len bytes, no NUL among them) is valid UTF-8. */
 static int is_utf8(const char *text, size_t len)
 {
-	char *copy = malloc(len + 1);
-	int ok;
+	char *src = strndup(text, len), *copy = malloc(len + 1);
+	int ok = 1;
 
-	if (!copy)
-		return 1;
-	ok = vd_utf8_copy(copy, text, len + 1) == len && !memcmp(copy, text, len);
+	if (src && copy)
+		ok = vd_utf8_copy(copy, src, len + 1) == len && !memcmp(copy, text, len);
+	free(src);
 	free(copy);
 	return ok;
 }
@@ -847,30 +869,37 @@ int vd_doctor_script(struct vd_findings *out, const struct vd_system *sys, const
 
 	if (memchr(text, '\0', len))
 		return vd_findings_add(out, "script-not-text", VD_SEVERITY_WARNING, path,
-			   "give --script a Python file", "'%s' is not text (it has NUL bytes): not read",
-			   path);
+				       "give --script a Python file",
+				       "'%s' is not text (it has NUL bytes): not read", path);
 	if (!is_utf8(text, len))
 		return vd_findings_add(out, "script-not-utf8", VD_SEVERITY_WARNING, path,
-			   "save it as UTF-8, as Python 3 expects",
-			   "'%s' is not UTF-8: not read", path);
+				       "save it as UTF-8, as Python 3 expects",
+				       "'%s' is not UTF-8: not read", path);
 	if (!(plen > 3 && !strcmp(path + plen - 3, ".py")) &&
 	    !(len > 2 && !strncmp(text, "#!", 2) &&
-	      memmem(text, memchr(text, '\n', len) ? (size_t)((const char *)memchr(text, '\n', len) - text) : len,
+	      memmem(text,
+		     memchr(text, '\n', len) ?
+			     (size_t)((const char *)memchr(text, '\n', len) - text) :
+			     len,
 		     "python", 6)))
-		return vd_findings_add(out, "script-not-python", VD_SEVERITY_INFO, path,
-			   "give --script a Python file (.py, or #! naming python)",
-			   "'%s' does not look like Python (no .py, no python #!): not read", path);
+		return vd_findings_add(
+			out, "script-not-python", VD_SEVERITY_INFO, path,
+			"give --script a Python file (.py, or #! naming python)",
+			"'%s' does not look like Python (no .py, no python #!): not read", path);
 	vd_order_parse(&sc.order, env_order);
 	err = mask(&sc.k, text, len);
 	for (const char *p = sc.k.c; !err && *p; p++) {
-		if ((word_at(p, sc.k.c, "import") && word_at(p + 7 + strspn(p + 7, " "), sc.k.c, "torch")) ||
-		    (word_at(p, sc.k.c, "from") && word_at(p + 5 + strspn(p + 5, " "), sc.k.c, "torch")))
+		if ((word_at(p, sc.k.c, "import") && p[6] == ' ' &&
+		     word_at(p + 7 + strspn(p + 7, " "), sc.k.c, "torch")) ||
+		    (word_at(p, sc.k.c, "from") && p[4] == ' ' &&
+		     word_at(p + 5 + strspn(p + 5, " "), sc.k.c, "torch")))
 			sc.torch_at = sc.torch_at ? sc.torch_at : (size_t)(p - sc.k.c) + 1;
 	}
 	if (!err)
 		sc.cuda_at = cuda_start(&sc);
 	for (const char *p = sc.k.c; !err && *p; p++)
-		if ((p == sc.k.c || !(isalnum((unsigned char)p[-1]) || p[-1] == '_' || p[-1] == '.')) &&
+		if ((p == sc.k.c ||
+		     !(isalnum((unsigned char)p[-1]) || p[-1] == '_' || p[-1] == '.')) &&
 		    (!strncmp(p, "os.", 3) || !strncmp(p, "environ[", 8)))
 			err = scan_environ(&sc, (size_t)(p - sc.k.c), env_value);
 	if (!err)
