@@ -313,7 +313,7 @@ static void print_physical(const struct vd_system *sys, const struct vd_resoluti
 static int print_text(const struct vd_system *sys, const struct vd_resolution *res,
 		      const struct map_args *a, const char *value)
 {
-	int hidden = 0, rc = EXIT_OK;
+	int hidden = 0, rc = EXIT_OK, lead;
 	struct cli_device_columns c;
 	char **notes = NULL, label[32];
 	size_t nnotes = 0, missing = 0;
@@ -331,11 +331,9 @@ static int print_text(const struct vd_system *sys, const struct vd_resolution *r
 				   "in PCI bus order (CUDA_DEVICE_ORDER=PCI_BUS_ID)" :
 				   "fastest first (CUDA_DEVICE_ORDER=FASTEST_FIRST, the "
 				   "default)");
-	/* "cuda:N -> ", as wide as the widest N or "dropped:  " */
-	cli_device_columns(&c, sys,
-			   snprintf(NULL, 0, "cuda:%zu -> ", res->ndevices - 1) > 10 ?
-				   snprintf(NULL, 0, "cuda:%zu -> ", res->ndevices - 1) :
-				   10);
+	/* "cuda:N -> ", as wide as the widest N, or as "dropped:  " */
+	lead = res->ndevices ? snprintf(NULL, 0, "cuda:%zu -> ", res->ndevices - 1) : 0;
+	cli_device_columns(&c, sys, lead > 10 ? lead : 10);
 	for (size_t i = 0; i < res->ndevices; i++) {
 		snprintf(label, sizeof(label), "cuda:%zu -> ", i);
 		cli_print_device(sys, &c, label, res->devices[i]);

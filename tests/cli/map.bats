@@ -72,6 +72,9 @@ table_ok() {
 		if [ "$f" = demo ]; then run "$VISDEV" --demo map 2,1; else run "$VISDEV" --fixture "$FIXTURES/$f.json" map --unset; fi
 		table_ok <<<"$output" || { echo "in $f"; return 1; }
 	done
+	# no device visible: the label column is as wide as "dropped:  "
+	run "$VISDEV" --fixture "$FIXTURES/eight.json" map GPU-ffff
+	[[ "${lines[1]}" == "hidden:   GPU 0  NVIDIA "* ]]
 	NVIDIA_VISIBLE_DEVICES=0,2 run "$VISDEV" --demo map 1
 	[[ "$output" == *$'\n          GPU 2  NVIDIA GeForce RTX 3090     GPU-b61e4c27-'* ]]
 	table_ok <<<"$output"
