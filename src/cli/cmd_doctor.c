@@ -333,10 +333,10 @@ static int check_pid(struct vd_findings *f, const struct vd_system *sys, const c
 			f, "pid-wrong-gpu", VD_SEVERITY_WARNING, where,
 			"start it with CUDA_DEVICE_ORDER=PCI_BUS_ID (visdev run sets it)",
 			"pid %ld runs on GPU %u, not GPU %u: its CUDA_VISIBLE_DEVICES='%s' is "
-			"counted fastest first, since its CUDA_DEVICE_ORDER is %s; nvidia-smi "
-			"numbers GPU %u as %u",
+			"counted fastest first, since its CUDA_DEVICE_ORDER is %s; counted as "
+			"nvidia-smi counts, it would be GPU %u",
 			pid, first, pci->devices[0].gpu, value, order_text ? order_text : "unset",
-			pci->devices[0].gpu, pci->devices[0].gpu);
+			pci->devices[0].gpu);
 	vd_resolution_free(res);
 	vd_resolution_free(pci);
 	free(env);
