@@ -483,6 +483,13 @@ VD_API int vd_lease_dir_owner(uint32_t *out, const char *dir);
 VD_API int vd_leases_read(struct vd_leases **out, const char *dir, const struct vd_system *sys);
 VD_API void vd_leases_free(struct vd_leases *leases);
 
+/*
+ * How many records in the lease directory dir belong to leases that have
+ * ended (nobody holds them): harmless, and tidied away by the next lease
+ * taken there. Errors as vd_leases_read().
+ */
+VD_API int vd_lease_dir_stale(size_t *out, const char *dir);
+
 /* A lease held by this process: the devices it took and the locks that hold them. */
 struct vd_lease;
 struct vd_choice;

@@ -122,7 +122,9 @@ static int check_driver(struct vd_findings *f, const struct vd_system *sys)
 /* A container: who sees the leases. */
 static int check_container(struct vd_findings *f, const char *dir)
 {
-	int inside = access("/.dockerenv", F_OK) == 0 || access("/run/.containerenv", F_OK) == 0;
+	/* Docker's and Podman's marks, or the variable the NVIDIA container runtime reads */
+	int inside = access("/.dockerenv", F_OK) == 0 || access("/run/.containerenv", F_OK) == 0 ||
+		     getenv("NVIDIA_VISIBLE_DEVICES");
 
 	if (!inside)
 		return 0;
@@ -141,6 +143,7 @@ static int check_leases(struct vd_findings *f, const struct vd_system *sys, cons
 {
 	struct vd_leases *leases = NULL;
 	int err = vd_leases_read(&leases, dir, sys);
+	size_t stale = 0;
 
 	if (err == VD_ENOMEM)
 		return -1;
@@ -149,6 +152,12 @@ static int check_leases(struct vd_findings *f, const struct vd_system *sys, cons
 				       "see README, 'The lease directory (for administrators)'",
 				       "%s", vd_error_last());
 	vd_leases_free(leases);
+	if (vd_lease_dir_stale(&stale, dir) == 0 && stale &&
+	    vd_findings_add(f, "leases-stale", VD_SEVERITY_INFO, dir, "",
+			    "%zu record%s of leases that have ended: harmless, tidied away by the "
+			    "next lease taken here",
+			    stale, stale == 1 ? "" : "s"))
+		return -1;
 	if (access(dir, W_OK) < 0)
 		return vd_findings_add(
 			f, "leases-unwritable", VD_SEVERITY_ERROR, dir,

@@ -185,24 +185,9 @@ static int check_value(struct vd_findings *f, const struct vd_system *sys, const
 	return err;
 }
 
-/* The names CUDA and the container runtime read, whose near misses do nothing. */
-static const char *const watched[] = { CVD, CDO, "NVIDIA_VISIBLE_DEVICES" };
-
-/* A name that is one of the watched ones misspelt, or in the wrong case: which; else NULL. */
-static const char *near_miss(const char *name)
-{
-	for (size_t w = 0; w < ARRAY_SIZE(watched); w++) {
-		if (!strcmp(name, watched[w]))
-			return NULL;
-		if (str_distance(name, watched[w], 1) <= 2)
-			return watched[w];
-	}
-	return NULL;
-}
-
 static int check_name(struct vd_findings *f, const char *name, const char *where)
 {
-	const char *meant = near_miss(name);
+	const char *meant = env_near_miss(name, NULL);
 	char fix[128];
 
 	if (!meant)
@@ -417,7 +402,7 @@ static int startup_line(struct vd_findings *out, const struct vd_system *sys, co
 	memcpy(name, s, n);
 	name[n] = '\0';
 	if (strcmp(name, CVD))
-		return near_miss(name) ? check_name(out, name, where) : 0;
+		return env_near_miss(name, NULL) ? check_name(out, name, where) : 0;
 	s += n + 1;
 	if (setenv_form)
 		s += strspn(s, " \t");
@@ -620,7 +605,7 @@ static int assigned(struct script *sc, const char *name, const char *value, size
 	int err = 0;
 
 	where_at(where, sizeof(where), sc, at);
-	if (near_miss(name))
+	if (env_near_miss(name, NULL))
 		return check_name(sc->out, name, where);
 	if (!strcmp(name, CDO) && value)
 		vd_order_parse(&sc->order, value);

@@ -249,26 +249,37 @@ static const char *const watched[] = {
 	"NVIDIA_VISIBLE_DEVICES",
 };
 
-/* Checks one NAME=value entry for a near-miss name. */
-static int check_name(char ***out, size_t *n, const char *name)
+const char *env_near_miss(const char *name, int *case_only)
 {
 	for (size_t w = 0; w < ARRAY_SIZE(watched); w++) {
 		size_t d;
 
 		if (!strcmp(name, watched[w]))
-			return 0;
+			return NULL;
 		d = str_distance(name, watched[w], 1);
-		if (d == 0)
-			return strings_push(out, n,
-					    "'%s' is set, but CUDA reads only '%s' (upper case): "
-					    "rename it",
-					    name, watched[w]);
-		if (d <= 2)
-			return strings_push(out, n,
-					    "'%s' is set: a misspelling of '%s'? CUDA ignores it",
-					    name, watched[w]);
+		if (d <= 2) {
+			if (case_only)
+				*case_only = d == 0;
+			return watched[w];
+		}
 	}
-	return 0;
+	return NULL;
+}
+
+/* Checks one NAME=value entry for a near-miss name. */
+static int check_name(char ***out, size_t *n, const char *name)
+{
+	int case_only = 0;
+	const char *meant = env_near_miss(name, &case_only);
+
+	if (!meant)
+		return 0;
+	if (case_only)
+		return strings_push(out, n,
+				    "'%s' is set, but CUDA reads only '%s' (upper case): rename it",
+				    name, meant);
+	return strings_push(out, n, "'%s' is set: a misspelling of '%s'? CUDA ignores it", name,
+			    meant);
 }
 
 /* Checks the value of CUDA_VISIBLE_DEVICES for characters that do not belong. */

@@ -32,6 +32,13 @@ void user_name(char *out, size_t n, uid_t uid);
  */
 size_t str_distance(const char *a, const char *b, int fold_case);
 
+/*
+ * The variable (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, NVIDIA_VISIBLE_DEVICES)
+ * that name misspells, within two edits or a change of case, or NULL; with
+ * case_only, whether case alone differs.
+ */
+const char *env_near_miss(const char *name, int *case_only);
+
 /* Appends a formatted line to a growing array of strings. */
 int strings_push(char ***list, size_t *n, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

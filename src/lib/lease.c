@@ -594,6 +594,35 @@ static int records_read(struct vd_leases *l, int dfd, int tidy, struct line_tick
 	return err;
 }
 
+int vd_lease_dir_stale(size_t *out, const char *dir)
+{
+	struct dirent *e;
+	DIR *d = NULL;
+	int dfd = -1, err;
+
+	*out = 0;
+	err = lease_dir_open(&dfd, dir);
+	if (!err)
+		err = lease_dir_scan(&d, dfd, dir);
+	while (!err && (e = readdir(d))) {
+		int fd;
+
+		if (!lease_is_record(e->d_name))
+			continue;
+		fd = openat(dfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+		/* nobody holds it: a lease that ended, its record not yet tidied away */
+		if (fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) == 0)
+			(*out)++;
+		if (fd >= 0)
+			close(fd);
+	}
+	if (d)
+		closedir(d);
+	if (dfd >= 0)
+		close(dfd);
+	return err;
+}
+
 /* How much of each shared reservation its job has not allocated yet, by NVML's process list. */
 static void count_unused(struct vd_leases *l, const struct vd_system *sys)
 {

@@ -183,6 +183,16 @@ train.py:12 script-device-ordinal'
 	VISDEV_LEASE_DIR=$PWD/open run "$VISDEV" --demo doctor --json
 	assert_status 1
 	jq -e '.findings[] | select(.id == "leases-unusable")' <<<"$output"
+	# a record of a lease that ended (nobody holds it): said, harmless
+	"$VISDEV" --demo leases >/dev/null
+	echo '{}' >"$VISDEV_LEASE_DIR/lease.99999.0.json"
+	run "$VISDEV" --demo doctor --json
+	[ "$(jq -r '.findings[] | select(.id == "leases-stale") | .message' <<<"$output")" = \
+		"1 record of leases that have ended: harmless, tidied away by the next lease taken here" ]
+	# the container runtime's variable marks a container
+	NVIDIA_VISIBLE_DEVICES=all VISDEV_CUDA_LIB=$BATS_TEST_TMPDIR/none.so MOCK_NVML_FIXTURE=$FIXTURES/four.json \
+		run "$VISDEV" --nvml-lib "$MOCK_NVML_DIR/libnvidia-ml.so.1" doctor --json
+	jq -e '.findings[] | select(.id == "container-leases")' <<<"$output"
 	run "$VISDEV" --demo doctor extra
 	assert_status 2
 	assert_output_has "doctor takes no arguments ('extra' given)"
