@@ -347,6 +347,17 @@ enum vd_format {
 VD_API int vd_visible_format(char **out, const struct vd_system *sys,
 			     const struct vd_device_ref *devs, size_t ndevs, enum vd_format format);
 
+/*
+ * The value of CUDA_VISIBLE_DEVICES for a child that must see exactly devs,
+ * as `visdev run` writes it: in format (-1: the safest, UUIDs under a
+ * parent restriction (parent set) or for MIG devices, else indices, to go
+ * with CUDA_DEVICE_ORDER=PCI_BUS_ID), checked to resolve back to exactly
+ * devs. Errors: as vd_visible_format(), VD_ENOMEM.
+ */
+VD_API int vd_child_value(char **out, const struct vd_system *sys,
+			  const struct vd_resolution *parent, const struct vd_device_ref *devs,
+			  size_t n, int format);
+
 /* What the NVIDIA container runtime does with NVIDIA_VISIBLE_DEVICES. */
 enum vd_container_mode {
 	VD_CONTAINER_UNSET = 0, /* not set: no GPU support, except in a legacy CUDA image

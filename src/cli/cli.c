@@ -577,32 +577,9 @@ int cli_select_option(struct cli_select *s, int opt, const char *arg)
 int cli_child_value(char **out, const struct vd_system *sys, const struct vd_resolution *parent,
 		    const struct vd_device_ref *devs, size_t n, int format)
 {
-	struct vd_resolution *back = NULL;
-	int mig = 0, same, err;
+	int err = vd_child_value(out, sys, parent, devs, n, format);
 
-	*out = NULL;
-	for (size_t i = 0; i < n; i++)
-		mig |= devs[i].mig >= 0;
-	if (format < 0)
-		format = mig || (parent && parent->set) ? VD_FORMAT_UUID : VD_FORMAT_INDEX;
-	err = vd_visible_format(out, sys, devs, n, (enum vd_format)format);
-	if (err)
-		return cli_library_error(err);
-	/* the round trip: CUDA must read the value as exactly these devices */
-	err = vd_visible_resolve(&back, sys, *out, VD_ORDER_PCI);
-	if (err)
-		return cli_library_error(err);
-	same = back->ndevices == n && !back->duplicate;
-	for (size_t i = 0; same && i < n; i++)
-		same = back->devices[i].gpu == devs[i].gpu && back->devices[i].mig == devs[i].mig;
-	vd_resolution_free(back);
-	if (!same) {
-		cli_error("internal error: '%s' would not make CUDA see the devices chosen", *out);
-		free(*out);
-		*out = NULL;
-		return EXIT_FAIL;
-	}
-	return EXIT_OK;
+	return err ? cli_library_error(err) : EXIT_OK;
 }
 
 const char *cli_reason_text(const struct vd_choice *choice, size_t i)

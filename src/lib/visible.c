@@ -616,3 +616,39 @@ int vd_visible_format(char **out, const struct vd_system *sys, const struct vd_d
 	*out = s;
 	return 0;
 }
+
+int vd_child_value(char **out, const struct vd_system *sys, const struct vd_resolution *parent,
+		   const struct vd_device_ref *devs, size_t n, int format)
+{
+	struct vd_resolution *back = NULL;
+	int mig = 0, same, err;
+
+	*out = NULL;
+	for (size_t i = 0; i < n; i++)
+		mig |= devs[i].mig >= 0;
+	if (format < 0)
+		format = mig || (parent && parent->set) ? VD_FORMAT_UUID : VD_FORMAT_INDEX;
+	err = vd_visible_format(out, sys, devs, n, (enum vd_format)format);
+	if (err)
+		return err;
+	/* the round trip: CUDA must read the value as exactly these devices */
+	err = vd_visible_resolve(&back, sys, *out, VD_ORDER_PCI);
+	if (err) {
+		free(*out);
+		*out = NULL;
+		return err;
+	}
+	same = back->ndevices == n && !back->duplicate;
+	for (size_t i = 0; same && i < n; i++)
+		same = back->devices[i].gpu == devs[i].gpu && back->devices[i].mig == devs[i].mig;
+	vd_resolution_free(back);
+	if (!same) {
+		err = error_set(VD_EINVAL,
+				"internal error: '%s' would not make CUDA see the devices "
+				"chosen",
+				*out);
+		free(*out);
+		*out = NULL;
+	}
+	return err;
+}
