@@ -4,6 +4,7 @@
 #   make demo            install missing build dependencies, build, run the demo
 #   make check           install missing test dependencies, build, run every test
 #   make install PREFIX=/usr/local   (program, libraries, header, man page, docs)
+#   make python          the Python module (BUILD/python/lib) and its wheel (BUILD/python)
 #   make fuzz            run each fuzz target for FUZZ_SECONDS (clang, libFuzzer)
 #   make bench           run the benchmarks in bench/
 #   make format          format the C sources with .clang-format (format-check: only check)
@@ -57,10 +58,12 @@ STATIC_LIB := $(BUILD)/libvisdev.a
 SHARED_LIB := $(BUILD)/libvisdev.so.0
 PROGRAM := $(BUILD)/visdev
 
-CHECK_DEPS := gcc make perl python3 libjansson-dev libcmocka-dev bats jq tmux fish
+CHECK_DEPS := gcc make perl python3 libjansson-dev libcmocka-dev bats jq tmux fish \
+	python3-dev python3-pytest python3-setuptools python3-wheel python3-venv
 DEMO_DEPS := gcc make libjansson-dev
 
-.PHONY: all demo check test deps-check deps-demo install fuzz bench format format-check clean
+.PHONY: all demo check test deps-check deps-demo install python python-test fuzz bench format \
+	format-check clean
 .DELETE_ON_ERROR:
 
 all: $(STATIC_LIB) $(SHARED_LIB) $(PROGRAM)
@@ -155,8 +158,27 @@ demo: deps-demo
 check: deps-check
 	@$(MAKE) --no-print-directory test
 
+# The Python module, built by setuptools from the library's sources (Debian's
+# python3, whose headers python3-dev has), and its wheel; nothing lands in python/.
+PYTHON ?= /usr/bin/python3
+PYBUILD = $(abspath $(BUILD))/python
+
+python: $(BUILD)/gen/demo_json.c
+	@mkdir -p $(PYBUILD)
+	@echo "building the Python module and its wheel in $(PYBUILD)"
+	@cd python && VISDEV_BUILD=$(abspath $(BUILD)) $(PYTHON) setup.py -q \
+		egg_info --egg-base $(PYBUILD) build --build-base $(PYBUILD)/setuptools \
+		--build-lib $(PYBUILD)/lib bdist_wheel --bdist-dir $(PYBUILD)/wheel \
+		--dist-dir $(PYBUILD) >$(PYBUILD)/setup.log 2>&1 || { cat $(PYBUILD)/setup.log; exit 1; }
+
+# The module's tests (pytest) under a plain build; sanitizers stop at the C.
+PYTEST = $(if $(SANITIZE),,python-test)
+
+python-test: python $(PROGRAM) $(MOCKS)
+	VISDEV_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
+
 # Every test under prove: cmocka speaks TAP when asked, bats by default.
-test: all $(UNIT_BIN) $(MOCKS) $(SHIMS) $(BUILD)/tests/gpu/check
+test: all $(UNIT_BIN) $(MOCKS) $(SHIMS) $(BUILD)/tests/gpu/check $(PYTEST)
 	VISDEV=$(abspath $(PROGRAM)) MOCK_NVML_DIR=$(abspath $(MOCK_DIR)) SHIM_DIR=$(abspath $(SHIM_DIR)) \
 	CMOCKA_MESSAGE_OUTPUT=TAP LC_ALL=C \
 	prove --exec '' $(UNIT_BIN) $(CLI_TESTS)

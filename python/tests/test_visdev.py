@@ -1,0 +1,286 @@
+"""The visdev module, each test in processes of its own: the module holds leases
+and writes os.environ, as a training script's process would."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("VISDEV_BUILD", os.path.join(ROOT, "build"))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+MOCK = os.path.join(BUILD, "tests", "mock-nvml")
+
+
+@pytest.fixture
+def env(tmp_path):
+    """A clean environment: a lease directory of the test's own, the four-GPU fixture."""
+    e = {k: v for k, v in os.environ.items()
+         if not k.startswith(("CUDA_", "VISDEV_", "NVIDIA_"))}
+    e["PYTHONPATH"] = os.path.join(BUILD, "python", "lib")
+    e["VISDEV_LEASE_DIR"] = str(tmp_path / "leases")
+    e["VISDEV_FIXTURE"] = os.path.join(FIXTURES, "four.json")
+    e["VISDEV_NVML_LIB"] = str(tmp_path / "no-such-libnvidia-ml.so.1")
+    return e
+
+
+def py(env, code, **kw):
+    """Runs code in a new python; returns the finished process."""
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                          capture_output=True, text=True, timeout=60, **kw)
+
+
+def start(env, code):
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def leases(env):
+    out = py(env, "import visdev, json; print(json.dumps([vars(l) for l in visdev.leases()]))")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def cli_leases(env):
+    """What `visdev leases --json` says: the leases and the line."""
+    out = subprocess.run([os.path.join(BUILD, "visdev"), "leases", "--json"], env=env,
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def wait_for(what, timeout=10):
+    end = time.time() + timeout
+    while time.time() < end:
+        if what():
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def test_acquire_writes_the_variable_and_holds_the_lease(env):
+    out = py(env, """
+        import os, visdev, json
+        lease = visdev.acquire(n=2)
+        print(json.dumps({"devices": [d["index"] for d in lease.devices], "env": lease.env,
+                          "value": lease.cuda_visible_devices,
+                          "os": [os.environ["CUDA_VISIBLE_DEVICES"], os.environ["CUDA_DEVICE_ORDER"]],
+                          "c": os.getenv("CUDA_VISIBLE_DEVICES"),
+                          "held": len(visdev.leases())}))
+    """)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert len(got["devices"]) == 2
+    assert got["env"] == {"CUDA_VISIBLE_DEVICES": got["value"], "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert got["os"] == [got["value"], "PCI_BUS_ID"]
+    assert got["held"] == 2
+    # the value round-trips: CUDA reads it as exactly the devices leased
+    env2 = dict(env, CUDA_DEVICE_ORDER="PCI_BUS_ID")
+    back = py(env2, f"""
+        import visdev
+        print([d.index for d in visdev.resolve({got['value']!r}, order="pci").devices])
+    """)
+    assert back.stdout.strip() == str(got["devices"])
+    # the process has ended: its leases with it
+    assert leases(env) == []
+
+
+def test_two_processes_at_once_never_get_the_same_gpu(env):
+    code = """
+        import visdev, sys, time
+        lease = visdev.acquire(n=2, wait=30)
+        print(",".join(d["uuid"] for d in lease.devices), flush=True)
+        time.sleep(1.5)
+    """
+    procs = [start(env, code) for _ in range(2)]
+    got = [p.communicate(timeout=60)[0].strip().split(",") for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert len(set(got[0]) | set(got[1])) == 4
+
+
+def test_the_lease_ends_with_kill_9_and_with_a_with_block(env):
+    p = start(env, """
+        import visdev, time
+        lease = visdev.acquire()
+        print("held", flush=True)
+        time.sleep(60)
+    """)
+    assert p.stdout.readline().strip() == "held"
+    assert len(leases(env)) == 1
+    p.kill()
+    p.wait()
+    assert leases(env) == []
+    out = py(env, """
+        import visdev
+        with visdev.acquire() as lease:
+            inside = len(visdev.leases())
+        print(inside, len(visdev.leases()), lease.released)
+    """)
+    assert out.stdout.split() == ["1", "0", "True"]
+
+
+def test_nofit_says_why_per_gpu_and_or_cpu_falls_back(env):
+    out = py(env, """
+        import visdev, json
+        try:
+            visdev.acquire(n=2, model="H100")
+        except visdev.NoFitError as e:
+            assert isinstance(e, visdev.Error)
+            print(json.dumps({"message": str(e), "reasons": e.reasons}))
+    """)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["message"].startswith("no GPU fits")
+    assert [r["reason"] for r in got["reasons"] if r["index"] is not None] == ["model"] * 4
+    assert all(r["why"].startswith(f"GPU {r['index']}: ") for r in got["reasons"] if r["index"] is not None)
+    out = py(env, """
+        import os, visdev, warnings
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            lease = visdev.acquire(model="H100", or_cpu=True)
+        print(repr(os.environ["CUDA_VISIBLE_DEVICES"]), lease.devices, w[0].category.__name__)
+    """)
+    assert out.stdout.split() == ["''", "[]", "RuntimeWarning"]
+
+
+def test_bad_arguments_are_value_errors_with_the_clis_words(env):
+    out = py(env, """
+        import visdev
+        for kw in ({"min_free": "40"}, {"min_free": 40}, {"policy": "best"}, {"max_util": 300},
+                   {"exclude": [-1]}, {"n": 0}):
+            try:
+                visdev.acquire(**kw)
+            except ValueError as e:
+                print(e)
+    """)
+    lines = out.stdout.splitlines()
+    assert len(lines) == 6, out.stderr
+    assert lines[0] == "min_free: invalid size '40': a size needs its unit, such as 40G, 40GiB, 40960M or 40M"
+
+
+def test_too_late_once_cuda_started_in_the_process(env):
+    env = dict(env, VISDEV_CUDA_LIB=os.path.join(MOCK, "libcuda.so.1"),
+               MOCK_NVML_FIXTURE=os.path.join(FIXTURES, "four.json"))
+    code = """
+        import ctypes, os, visdev
+        cuda = ctypes.CDLL(os.environ["VISDEV_CUDA_LIB"], mode=ctypes.RTLD_GLOBAL)
+        {init}
+        try:
+            visdev.acquire()
+            print("acquired")
+        except visdev.TooLateError as e:
+            print("too late:", e)
+    """
+    # loaded but never initialised: still in time
+    assert py(env, code.format(init="")).stdout.strip() == "acquired"
+    out = py(env, code.format(init="assert cuda.cuInit(0) == 0"))
+    assert out.stdout.startswith("too late: CUDA has already started in this process"), out.stderr
+
+
+def test_too_late_when_torch_says_it_initialised_cuda(env, tmp_path):
+    fake = tmp_path / "fake"
+    (fake / "torch").mkdir(parents=True)
+    (fake / "torch" / "__init__.py").write_text(
+        "class cuda:\n    @staticmethod\n    def is_initialized():\n        return INIT\nINIT = True\n")
+    env = dict(env, PYTHONPATH=env["PYTHONPATH"] + os.pathsep + str(fake))
+    out = py(env, """
+        import torch, visdev
+        try:
+            visdev.acquire()
+        except visdev.TooLateError as e:
+            print("too late:", e)
+        torch.INIT = False
+        print(visdev.acquire().cuda_visible_devices != "")
+    """)
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("too late: torch has already initialised CUDA"), out.stderr
+    assert lines[1] == "True"
+
+
+def test_a_wait_in_line_ends_with_keyboardinterrupt_and_leaves_nothing_held(env):
+    holder = start(env, """
+        import visdev, time
+        lease = visdev.acquire(n=4)
+        print("held", flush=True)
+        time.sleep(60)
+    """)
+    assert holder.stdout.readline().strip() == "held"
+    waiter = start(env, """
+        import visdev
+        try:
+            visdev.acquire(wait=True)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+    """)
+    wait_for(lambda: len(cli_leases(env)["line"]) == 1)
+    waiter.send_signal(signal.SIGINT)
+    assert waiter.communicate(timeout=30)[0].strip() == "interrupted"
+    holder.kill()
+    holder.wait()
+    got = cli_leases(env)
+    assert got["leases"] == [] and got["line"] == []
+
+
+def test_acquire_from_a_process_with_threads(env):
+    out = py(env, """
+        import threading, time, visdev
+        stop = False
+        def spin():
+            while not stop:
+                sum(range(1000))
+        threads = [threading.Thread(target=spin) for _ in range(4)]
+        for t in threads:
+            t.start()
+        leases = [visdev.acquire() for _ in range(3)]
+        stop = True
+        for t in threads:
+            t.join()
+        print(len({l.cuda_visible_devices for l in leases}))
+    """)
+    assert out.stdout.strip() == "3", out.stderr
+
+
+def test_reading_devices_resolve_and_leases(env):
+    out = py(env, """
+        import json, visdev
+        d = visdev.devices()
+        r = visdev.resolve("0,9,1", order="pci")
+        print(json.dumps([len(d), d[0].uuid, d[0].memory_total_mib, [x.index for x in r.devices], r.stop]))
+        visdev.use_demo()
+        print(visdev.devices()[2].name)
+    """)
+    lines = out.stdout.splitlines()
+    assert json.loads(lines[0])[3:] == [[0], "out-of-range"], out.stderr
+    assert lines[1] == "NVIDIA GeForce RTX 3090"
+
+
+def test_no_reference_leak_over_10000_devices_calls(env):
+    out = py(env, """
+        import sys, visdev
+        for _ in range(100):
+            visdev.devices()
+        before = sys.getallocatedblocks()
+        for _ in range(10000):
+            visdev.devices()
+        print(sys.getallocatedblocks() - before)
+    """)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) < 100
+
+
+def test_the_wheel_installs_into_a_fresh_venv_and_imports(env, tmp_path):
+    wheels = [f for f in os.listdir(os.path.join(BUILD, "python")) if f.endswith(".whl")]
+    assert wheels
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-index",
+                    os.path.join(BUILD, "python", wheels[0])], check=True)
+    e = dict(env)
+    del e["PYTHONPATH"]
+    out = subprocess.run([str(venv / "bin" / "python"), "-c",
+                          "import visdev; print(visdev.__version__, len(visdev.devices()))"],
+                         env=e, capture_output=True, text=True)
+    assert out.stdout.split()[1] == "4", out.stderr
