@@ -48,11 +48,16 @@ static int read_file(char **out, size_t *len, const char *path)
 	*out = NULL;
 	if (fd < 0)
 		return -1;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > FILE_MAX) {
+	if (fstat(fd, &st) < 0) {
 		int e = errno;
 
 		close(fd);
-		errno = S_ISREG(st.st_mode) ? EFBIG : e ? e : EINVAL;
+		errno = e;
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size > FILE_MAX) {
+		close(fd);
+		errno = S_ISDIR(st.st_mode) ? EISDIR : S_ISREG(st.st_mode) ? EFBIG : EINVAL;
 		return -1;
 	}
 	*out = malloc((size_t)st.st_size + 1);
@@ -211,10 +216,12 @@ static int check_script(struct vd_findings *f, const struct vd_system *sys, cons
 	int err;
 
 	if (read_file(&text, &len, path) < 0)
-		return vd_findings_add(
-			f, "script-unreadable", VD_SEVERITY_ERROR, path,
-			"name a Python file that exists", "cannot read '%s': %s", path,
-			errno == EFBIG ? "too large to be a script" : strerror(errno));
+		return vd_findings_add(f, "script-unreadable", VD_SEVERITY_ERROR, path,
+				       "name a Python file that exists", "cannot read '%s': %s",
+				       path,
+				       errno == EFBIG  ? "too large to be a script" :
+				       errno == EINVAL ? "not a regular file" :
+							 strerror(errno));
 	err = vd_doctor_script(f, sys, text, len, path, getenv("CUDA_VISIBLE_DEVICES"),
 			       getenv("CUDA_DEVICE_ORDER"));
 	free(text);
@@ -268,10 +275,13 @@ static char **process_env(struct vd_findings *f, long pid, char **text)
 	snprintf(path, sizeof(path), "/proc/%ld/environ", pid);
 	snprintf(where, sizeof(where), "pid %ld", pid);
 	if (read_stream(text, &len, path) < 0) {
+		int gone = errno == ENOENT || errno == ESRCH;
+
 		vd_findings_add(f, "pid-unreadable", VD_SEVERITY_ERROR, where,
-				"run visdev doctor as the process's owner, or as root",
+				gone ? "give the pid of a running process (ps shows them)" :
+				       "run visdev doctor as the process's owner, or as root",
 				"cannot read the environment of pid %ld: %s", pid,
-				errno == ENOENT ? "no such process" : strerror(errno));
+				gone ? "no such process" : strerror(errno));
 		return NULL;
 	}
 	for (size_t i = 0; i < len; i++)

@@ -5,6 +5,7 @@
  * and the fix.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -216,8 +217,9 @@ static int check_order(struct vd_findings *f, const struct vd_system *sys, const
 		return vd_findings_add(
 			f, "order-fastest-first", VD_SEVERITY_WARNING, where,
 			"export CUDA_DEVICE_ORDER=PCI_BUS_ID",
-			"CUDA_DEVICE_ORDER is unset on a server with more than one GPU model: "
-			"CUDA numbers GPUs fastest first, not as nvidia-smi does");
+			"CUDA_DEVICE_ORDER is %s on a server with more than one GPU model: "
+			"CUDA numbers GPUs fastest first, not as nvidia-smi does",
+			order ? order : "unset");
 	for (size_t r = 0; r < sys->ngpus && len < sizeof(text); r++)
 		for (size_t g = 0; g < sys->ngpus; g++)
 			if (sys->gpus[g].cuda_rank == (unsigned)r && len < sizeof(text))
@@ -227,9 +229,9 @@ static int check_order(struct vd_findings *f, const struct vd_system *sys, const
 	return vd_findings_add(
 		f, "order-fastest-first", VD_SEVERITY_WARNING, where,
 		"export CUDA_DEVICE_ORDER=PCI_BUS_ID, so that ordinals count as nvidia-smi's do",
-		"CUDA_DEVICE_ORDER is unset on a server with more than one GPU model: CUDA "
+		"CUDA_DEVICE_ORDER is %s on a server with more than one GPU model: CUDA "
 		"counts ordinals fastest first, not in nvidia-smi's order: %s",
-		text);
+		order ? order : "unset", text);
 }
 
 /* How many elements a comma-separated list has. */
@@ -325,7 +327,7 @@ int vd_doctor_env(struct vd_findings *out, const struct vd_system *sys, char *co
 				      vd_error_last());
 	if (!err && value)
 		err = check_value(out, sys, value, order, where);
-	if (!err)
+	if (!err && (!order_text || !vd_order_parse(&order, order_text)))
 		err = check_order(out, sys, order_text, value, where);
 	if (!err)
 		err = check_container(out, sys, env_get(env, "NVIDIA_VISIBLE_DEVICES"), value,
@@ -361,69 +363,160 @@ static char *shell_value(const char *s, size_t len)
 	return v;
 }
 
-/* The end of a shell word that starts at s (quotes kept together). */
-static size_t word_len(const char *s, size_t max)
+/* The length of the shell word at s (quotes kept together), up to a blank or an operator. */
+static size_t word_len(const char *s)
 {
 	size_t i = 0;
 	char quote = 0;
 
-	for (; i < max; i++) {
+	for (; s[i]; i++) {
 		if (quote) {
 			quote = s[i] == quote ? 0 : quote;
 			continue;
 		}
 		if (s[i] == '\'' || s[i] == '"')
 			quote = s[i];
-		else if (s[i] == ' ' || s[i] == '\t' || s[i] == ';' || s[i] == '#' || s[i] == '&')
+		else if (strchr(" \t;&|#()", s[i]))
 			break;
 	}
 	return i;
 }
 
-/* One line of a start-up file (s, terminated): an assignment of the variable, or a misspelling. */
-static int startup_line(struct vd_findings *out, const struct vd_system *sys, const char *s,
-			const char *where)
+/* The NAME of a NAME=value word, into name; 0 when the word is not an assignment. */
+static size_t assignment(char *name, size_t n, const char *w, size_t len)
 {
-	char name[64], *value;
-	size_t n = 0, wl;
-	int setenv_form = 0, err;
-	const char *after;
+	size_t k = 0;
 
-	s += strspn(s, " \t");
-	if (!strncmp(s, "export ", 7))
-		s += 7;
-	else if (!strncmp(s, "setenv ", 7))
-		s += 7, setenv_form = 1;
-	s += strspn(s, " \t");
-	while (n + 1 < sizeof(name) && (isalnum((unsigned char)s[n]) || s[n] == '_'))
-		n++;
-	if (!n || (setenv_form ? (s[n] != ' ' && s[n] != '\t') : s[n] != '='))
+	while (k < len && k + 1 < n && (isalnum((unsigned char)w[k]) || w[k] == '_'))
+		k++;
+	if (!k || isdigit((unsigned char)w[0]) || k >= len || w[k] != '=')
 		return 0;
-	memcpy(name, s, n);
-	name[n] = '\0';
+	memcpy(name, w, k);
+	name[k] = '\0';
+	return k;
+}
+
+/* NAME=value set at every login: said, and the value checked. */
+static int startup_set(struct vd_findings *out, const struct vd_system *sys, const char *name,
+		       const char *value, size_t len, const char *where)
+{
+	char *v;
+	int err;
+
 	if (strcmp(name, CVD))
 		return env_near_miss(name, NULL) ? check_name(out, name, where) : 0;
-	s += n + 1;
-	if (setenv_form)
-		s += strspn(s, " \t");
-	wl = word_len(s, strlen(s));
-	/* "CUDA_VISIBLE_DEVICES=0 python x.py": the variable of one command, not the login's */
-	after = s + wl + strspn(s + wl, " \t");
-	if (!setenv_form && after != s + wl && *after && *after != '#' && *after != ';' &&
-	    *after != '&')
-		return 0;
-	value = shell_value(s, wl);
-	err = vd_findings_add(
-		out, "startup-export", VD_SEVERITY_WARNING, where,
-		"remove it, and choose GPUs per job: 'visdev run -- CMD' or "
-		"'eval \"$(visdev pick)\"'",
-		"%s=%.*s is set at every login: a value fixed in a start-up file applies to "
-		"every job, long after the GPUs it names were free",
-		CVD, (int)wl, s);
-	if (!err && value)
-		err = check_value(out, sys, value, VD_ORDER_FASTEST, where);
-	free(value);
+	v = shell_value(value, len);
+	err = vd_findings_add(out, "startup-export", VD_SEVERITY_WARNING, where,
+			      "remove it, and choose GPUs per job: 'visdev run -- CMD' or "
+			      "'eval \"$(visdev pick)\"'",
+			      "%s=%.*s is set at every login: a value fixed in a start-up file "
+			      "applies to every job, long after the GPUs it names were free",
+			      CVD, (int)len, value);
+	if (!err && v)
+		err = check_value(out, sys, v, VD_ORDER_FASTEST, where);
+	free(v);
 	return err;
+}
+
+/*
+ * One simple command of a start-up file: `export A=1 B=2`, `declare -x A=1`,
+ * `setenv A 1`, or plain assignments; not `A=1 command` (the command's own).
+ */
+static int startup_command(struct vd_findings *out, const struct vd_system *sys, const char *s,
+			   const char *where)
+{
+	static const char *const keywords[] = { "then", "do", "else", "{", "!" };
+	char name[64];
+	int exported = 0, err = 0;
+	size_t wl;
+
+	s += strspn(s, " \t");
+	for (size_t k = 0; k < ARRAY_SIZE(keywords); k++) {
+		size_t kl = strlen(keywords[k]);
+
+		if (!strncmp(s, keywords[k], kl) && (s[kl] == ' ' || s[kl] == '\t')) {
+			s += kl + strspn(s + kl, " \t");
+			k = (size_t)-1; /* `then {`: again */
+		}
+	}
+	if (!strncmp(s, "setenv", 6) && (s[6] == ' ' || s[6] == '\t')) {
+		s += 6 + strspn(s + 6, " \t");
+		wl = word_len(s);
+		if (!wl || wl >= sizeof(name))
+			return 0;
+		memcpy(name, s, wl);
+		name[wl] = '\0';
+		s += wl + strspn(s + wl, " \t");
+		return startup_set(out, sys, name, s, word_len(s), where);
+	}
+	if (!strncmp(s, "export", 6) && (s[6] == ' ' || s[6] == '\t')) {
+		s += 6;
+		exported = 1;
+	} else if ((!strncmp(s, "declare", 7) || !strncmp(s, "typeset", 7)) &&
+		   (s[7] == ' ' || s[7] == '\t')) {
+		s += 7;
+		exported = 1;
+	}
+	for (;;) {
+		size_t nl;
+
+		s += strspn(s, " \t");
+		wl = word_len(s);
+		if (!wl)
+			return err;
+		nl = assignment(name, sizeof(name), s, wl);
+		if (!nl) {
+			/* `declare -x`'s options are words too; `A=1 cmd`: the command's own */
+			if (exported && s[0] == '-') {
+				s += wl;
+				continue;
+			}
+			return err;
+		}
+		/* a plain assignment followed by a command word is that command's */
+		if (!exported) {
+			const char *next = s + wl + strspn(s + wl, " \t");
+			size_t nwl = word_len(next);
+			char other[64];
+
+			if (nwl && !assignment(other, sizeof(other), next, nwl))
+				return err;
+		}
+		err = startup_set(out, sys, name, s + nl + 1, wl - nl - 1, where);
+		if (err)
+			return err;
+		s += wl;
+	}
+}
+
+/* One line: its simple commands, split at ; && || | (outside quotes), a comment cut off. */
+static int startup_line(struct vd_findings *out, const struct vd_system *sys, char *line,
+			const char *where)
+{
+	char quote = 0, *start = line;
+	int err = 0;
+
+	for (char *p = line;; p++) {
+		char c = *p;
+
+		if (quote && c) {
+			quote = c == quote ? 0 : quote;
+			continue;
+		}
+		if (c == '\'' || c == '"') {
+			quote = c;
+			continue;
+		}
+		if (c == '#' && (p == line || p[-1] == ' ' || p[-1] == '\t' || p[-1] == ';'))
+			c = *p = '\0';
+		if (!c || c == ';' || c == '&' || c == '|') {
+			*p = '\0';
+			err = startup_command(out, sys, start, where);
+			if (err || !c)
+				return err;
+			start = p + 1;
+		}
+	}
 }
 
 int vd_doctor_startup(struct vd_findings *out, const struct vd_system *sys, const char *text,
@@ -435,50 +528,86 @@ int vd_doctor_startup(struct vd_findings *out, const struct vd_system *sys, cons
 	for (const char *p = text, *end = text + len; p < end && !err; line++) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		size_t l = nl ? (size_t)(nl - p) : (size_t)(end - p);
-		char where[4096 + 32];
 
-		if (memmem(p, l, "VISIBLE", 7) || memmem(p, l, "visible", 7) ||
-		    memmem(p, l, "DEVICE", 6) || memmem(p, l, "device", 6)) {
-			char *copy = strndup(p, l); /* a NUL in it ends the line early: no matter */
+		/* a line ending "\r\n" (a file written on Windows): the \r is no part of it */
+		if (l && p[l - 1] == '\r')
+			l--;
+		if (memmem(p, l, "=", 1) || memmem(p, l, "setenv", 6)) {
+			/* a NUL in the line ends it early: no matter */
+			char *copy = strndup(p, l), where[4096 + 32];
 
 			if (!copy)
 				return error_set(VD_ENOMEM, "out of memory");
-			snprintf(where, sizeof(where), "%s:%zu", path, line);
-			err = startup_line(out, sys, copy, where);
+			if (strcasestr(copy, "visible") || strcasestr(copy, "device")) {
+				snprintf(where, sizeof(where), "%s:%zu", path, line);
+				err = startup_line(out, sys, copy, where);
+			}
 			free(copy);
 		}
-		p += l + 1;
+		p = nl ? nl + 1 : end;
 	}
 	return err;
 }
 
 /* ---- Python scripts -------------------------------------------------------- */
 
-/* A string literal of the script: where its contents are in the text. */
+/* A string literal of the script. */
 struct literal {
-	size_t start, end; /* contents: text[start .. end) */
+	size_t quote;	   /* where its opening quote is */
+	size_t start, end; /* its contents: text[start .. end) */
+	size_t close;	   /* just past its closing quote(s) */
+	int bytes, format; /* b"...", f"...": no value for the variable, no device */
 };
 
 /*
  * The script as code alone: comments blanked, the contents of string
- * literals replaced by '_' (line ends kept, so lines still count), and
- * where each literal is, so that a pattern is matched in code only and a
- * value read from the text.
+ * literals replaced by '_' (line ends kept, so lines still count), where
+ * each literal is, and where each line starts: a pattern is matched in
+ * code only, and a value read from the text.
  */
 struct code {
 	char *c; /* the masked text, NUL-terminated */
 	size_t len;
-	struct literal *lits;
+	struct literal *lits; /* in order */
 	size_t nlits, caplits;
+	size_t *lines; /* offsets of line starts */
+	size_t nlines;
 };
+
+static int is_ident(char c)
+{
+	return isalnum((unsigned char)c) || c == '_';
+}
+
+/* The prefix letters before a quote at i (r, b, f, u, in any case and order): which. */
+static void prefix(struct literal *l, const char *text, size_t i)
+{
+	size_t p = i;
+
+	while (p > 0 && strchr("rRbBfFuU", text[p - 1]) && i - p < 3)
+		p--;
+	if (p > 0 && is_ident(text[p - 1]))
+		return; /* the end of a name, not a prefix */
+	for (; p < i; p++) {
+		l->bytes |= text[p] == 'b' || text[p] == 'B';
+		l->format |= text[p] == 'f' || text[p] == 'F';
+	}
+}
 
 static int mask(struct code *k, const char *text, size_t len)
 {
-	size_t i = 0;
+	size_t i = 0, n = 1;
 
 	k->c = malloc(len + 1);
-	if (!k->c)
+	for (size_t j = 0; j < len; j++)
+		n += text[j] == '\n';
+	k->lines = malloc(n * sizeof(*k->lines));
+	if (!k->c || !k->lines)
 		return error_set(VD_ENOMEM, "out of memory");
+	k->lines[k->nlines++] = 0;
+	for (size_t j = 0; j < len; j++)
+		if (text[j] == '\n')
+			k->lines[k->nlines++] = j + 1;
 	memcpy(k->c, text, len);
 	k->c[len] = '\0';
 	k->len = len;
@@ -491,6 +620,7 @@ static int mask(struct code *k, const char *text, size_t len)
 		} else if (q == '\'' || q == '"') {
 			int triple = i + 2 < len && text[i + 1] == q && text[i + 2] == q;
 			size_t open = triple ? 3 : 1, start = i + open, j = start;
+			struct literal l = { i, start, 0, 0, 0, 0 };
 
 			while (j < len) {
 				if (text[j] == '\\' && j + 1 < len) {
@@ -504,9 +634,14 @@ static int mask(struct code *k, const char *text, size_t len)
 					break;
 				j++;
 			}
-			for (size_t m = start; m < j && m < len; m++)
+			if (j > len)
+				j = len;
+			for (size_t m = start; m < j; m++)
 				if (k->c[m] != '\n')
 					k->c[m] = '_';
+			l.end = j;
+			l.close = j < len && text[j] == q ? j + open : j;
+			prefix(&l, text, i);
 			if (k->nlits == k->caplits) {
 				size_t cap = k->caplits ? 2 * k->caplits : 16;
 				struct literal *more = realloc(k->lits, cap * sizeof(*more));
@@ -516,8 +651,8 @@ static int mask(struct code *k, const char *text, size_t len)
 				k->lits = more;
 				k->caplits = cap;
 			}
-			k->lits[k->nlits++] = (struct literal){ start, j < len ? j : len };
-			i = j < len && text[j] == q ? j + open : j;
+			k->lits[k->nlits++] = l;
+			i = l.close;
 		} else {
 			i++;
 		}
@@ -525,56 +660,94 @@ static int mask(struct code *k, const char *text, size_t len)
 	return 0;
 }
 
-/* The literal whose contents start right after the quote at code offset at; NULL if none. */
+/* The literal whose opening quote is at offset at, by binary search; NULL if none. */
 static const struct literal *literal_at(const struct code *k, size_t at)
 {
-	for (size_t i = 0; i < k->nlits; i++)
-		if (k->lits[i].start == at + 1 || k->lits[i].start == at + 3)
-			return &k->lits[i];
+	size_t lo = 0, hi = k->nlits;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (k->lits[mid].quote == at)
+			return &k->lits[mid];
+		if (k->lits[mid].quote < at)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
 	return NULL;
 }
 
-/* The literal that starts at or after the code offset at (blanks skipped), copied; NULL if none. */
-static char *literal_after(const struct code *k, const char *text, size_t at, size_t *end)
+/* Offset p past any blank, line ends included. */
+static size_t skip_space(const struct code *k, size_t p)
 {
-	const struct literal *lit;
-	size_t p = at;
-
-	while (k->c[p] == ' ' || k->c[p] == '\t')
+	while (p < k->len && isspace((unsigned char)k->c[p]))
 		p++;
-	/* string prefixes: r"...", b'...' */
-	while (isalpha((unsigned char)k->c[p]) &&
-	       (k->c[p + 1] == '\'' || k->c[p + 1] == '"' || isalpha((unsigned char)k->c[p + 1])))
-		p++;
-	if (k->c[p] != '\'' && k->c[p] != '"')
-		return NULL;
-	lit = literal_at(k, p);
-	if (!lit)
-		return NULL;
-	if (end) /* past the closing quote, or at the end of an unclosed string */
-		*end = lit->end < k->len ? lit->end + 1 : k->len;
-	return strndup(text + lit->start, lit->end - lit->start);
+	return p;
 }
 
-/* The line (from 1) of offset at. */
-static size_t line_of(const char *text, size_t at)
+/* The literal that starts at offset at (blanks and prefix letters skipped); NULL if none. */
+static const struct literal *literal_after(const struct code *k, size_t at)
 {
-	size_t line = 1;
+	size_t p = skip_space(k, at);
 
-	for (size_t i = 0; i < at; i++)
-		line += text[i] == '\n';
-	return line;
+	while (p < k->len && strchr("rRbBfFuU", k->c[p]) && p + 1 < k->len &&
+	       (k->c[p + 1] == '\'' || k->c[p + 1] == '"' || strchr("rRbBfFuU", k->c[p + 1])))
+		p++;
+	return p < k->len ? literal_at(k, p) : NULL;
 }
 
-/* Whether the code at p is the word w, standing alone. */
+/* A literal's contents, copied. */
+static char *contents(const char *text, const struct literal *l)
+{
+	return strndup(text + l->start, l->end - l->start);
+}
+
+/*
+ * The value at offset at when it is a plain string literal standing alone
+ * (not ",".join(...), not "0," + x, not an f-string), copied; else NULL.
+ */
+static char *value_after(const struct code *k, const char *text, size_t at)
+{
+	const struct literal *l = literal_after(k, at);
+	size_t q;
+
+	if (!l || l->bytes || l->format)
+		return NULL;
+	q = l->close;
+	while (q < k->len && (k->c[q] == ' ' || k->c[q] == '\t'))
+		q++;
+	if (q < k->len && !strchr(",)}];\r\n", k->c[q]))
+		return NULL;
+	return contents(text, l);
+}
+
+/* The line (from 1) of offset at, by binary search. */
+static size_t line_of(const struct code *k, size_t at)
+{
+	size_t lo = 0, hi = k->nlines;
+
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (k->lines[mid] <= at)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo + 1;
+}
+
+/* Whether the code at c is the word w, standing alone (not a part of a longer name). */
 static int word_at(const char *c, const char *start, const char *w)
 {
 	size_t n = strlen(w);
 
-	return strncmp(c, w, n) == 0 &&
-	       (c == start || !(isalnum((unsigned char)c[-1]) || c[-1] == '_' || c[-1] == '.')) &&
-	       !(isalnum((unsigned char)c[n]) || c[n] == '_');
+	return strncmp(c, w, n) == 0 && (c == start || !(is_ident(c[-1]) || c[-1] == '.')) &&
+	       !is_ident(c[n]);
 }
+
+#define TORCH_NAMES 8
 
 /* What the scan of a script knows so far. */
 struct script {
@@ -583,7 +756,10 @@ struct script {
 	const char *path, *text;
 	struct code k;
 	size_t torch_at, cuda_at; /* offsets + 1 of `import torch`, and of CUDA's start; 0 none */
-	char *value;		  /* the value the script sets, NULL none (yet) */
+	char torch[TORCH_NAMES][64]; /* what torch is called: "torch", its aliases */
+	size_t ntorch;
+	char *value;	 /* the value the script sets, NULL none (yet) */
+	int value_known; /* 0: set to something not a literal: how many GPUs is unknown */
 	size_t value_line;
 	enum vd_order order;
 };
@@ -591,7 +767,7 @@ struct script {
 /* "train.py:12". */
 static void where_at(char *buf, size_t n, const struct script *sc, size_t at)
 {
-	snprintf(buf, n, "%s:%zu", sc->path, line_of(sc->text, at));
+	snprintf(buf, n, "%s:%zu", sc->path, line_of(&sc->k, at));
 }
 
 /*
@@ -618,7 +794,7 @@ static int assigned(struct script *sc, const char *name, const char *value, size
 			"outside it ('visdev run -- python script.py')",
 			"CUDA_VISIBLE_DEVICES is set after CUDA has started (line %zu): CUDA read the "
 			"variable then, and this has no effect",
-			line_of(sc->text, sc->cuda_at - 1));
+			line_of(&sc->k, sc->cuda_at - 1));
 	else if (sc->torch_at && sc->torch_at - 1 < at)
 		err = vd_findings_add(
 			sc->out, "script-after-import", VD_SEVERITY_WARNING, where,
@@ -626,16 +802,78 @@ static int assigned(struct script *sc, const char *name, const char *value, size
 			"CUDA_VISIBLE_DEVICES is set after 'import torch' (line %zu): it works only "
 			"because PyTorch starts CUDA lazily, and stops working as soon as anything "
 			"imported starts it",
-			line_of(sc->text, sc->torch_at - 1));
+			line_of(&sc->k, sc->torch_at - 1));
 	if (!err && value)
 		err = check_value(sc->out, sc->sys, value, sc->order, where);
-	if (!err && value && (!sc->cuda_at || at < sc->cuda_at - 1) &&
-	    !(weak && (sc->value || env_value))) {
-		free(sc->value);
-		sc->value = strdup(value);
-		sc->value_line = line_of(sc->text, at);
-		if (!sc->value)
-			err = error_set(VD_ENOMEM, "out of memory");
+	if (err || (sc->cuda_at && at >= sc->cuda_at - 1) || (weak && (sc->value || env_value)))
+		return err;
+	free(sc->value);
+	sc->value = value ? strdup(value) : NULL;
+	sc->value_known = value != NULL;
+	sc->value_line = line_of(&sc->k, at);
+	if (value && !sc->value)
+		err = error_set(VD_ENOMEM, "out of memory");
+	return err;
+}
+
+/* Past the item at p of a call or a dict: after its ',' (0 at the closing bracket or the end). */
+static size_t next_item(const struct code *k, size_t p)
+{
+	int depth = 0;
+
+	for (; p < k->len; p++) {
+		char c = k->c[p];
+
+		if (c == '(' || c == '[' || c == '{')
+			depth++;
+		else if ((c == ')' || c == ']' || c == '}') && depth-- == 0)
+			return 0;
+		else if (c == ',' && depth == 0)
+			return p + 1;
+	}
+	return 0;
+}
+
+/* os.environ.update({"A": "v", ...}) or update(A="v", ...): every pair. */
+static int scan_update(struct script *sc, size_t p, size_t at, const char *env_value)
+{
+	const char *c = sc->k.c;
+	int dict, err = 0;
+
+	p = skip_space(&sc->k, p);
+	dict = c[p] == '{';
+	p += dict;
+	while (!err && p && p < sc->k.len) {
+		char *name = NULL, *value = NULL;
+
+		p = skip_space(&sc->k, p);
+		if (dict) {
+			const struct literal *l = literal_after(&sc->k, p);
+
+			if (!l)
+				break;
+			name = contents(sc->text, l);
+			p = skip_space(&sc->k, l->close);
+			if (c[p] != ':') {
+				free(name);
+				break;
+			}
+			value = value_after(&sc->k, sc->text, p + 1);
+		} else {
+			size_t n = 0;
+
+			while (is_ident(c[p + n]))
+				n++;
+			if (!n || c[skip_space(&sc->k, p + n)] != '=')
+				break;
+			name = strndup(c + p, n);
+			value = value_after(&sc->k, sc->text, skip_space(&sc->k, p + n) + 1);
+		}
+		if (name)
+			err = assigned(sc, name, value, at, 0, env_value);
+		free(name);
+		free(value);
+		p = next_item(&sc->k, p);
 	}
 	return err;
 }
@@ -644,70 +882,57 @@ static int assigned(struct script *sc, const char *name, const char *value, size
 static int scan_environ(struct script *sc, size_t p, const char *env_value)
 {
 	const char *c = sc->k.c;
+	const struct literal *l;
 	char *name = NULL, *value = NULL;
-	size_t after = 0;
-	int err = 0;
+	int weak = 0, err = 0;
 
 	if (!strncmp(c + p, "os.environ[", 11) || !strncmp(c + p, "environ[", 8)) {
-		size_t q = p + (c[p] == 'o' ? 11 : 8);
+		size_t q;
 
-		name = literal_after(&sc->k, sc->text, q, &after);
-		if (name) {
-			while (c[after] == ' ' || c[after] == ']')
-				after++;
-			if (c[after] == '=' && c[after + 1] != '=')
-				value = literal_after(&sc->k, sc->text, after + 1, NULL);
-			else
-				goto out; /* read, not set */
-		}
+		l = literal_after(&sc->k, p + (c[p] == 'o' ? 11 : 8));
+		if (!l)
+			return 0;
+		q = skip_space(&sc->k, l->close);
+		if (c[q] != ']')
+			return 0;
+		q = skip_space(&sc->k, q + 1);
+		if (c[q] != '=' || c[q + 1] == '=')
+			return 0; /* read, not set */
+		name = contents(sc->text, l);
+		value = value_after(&sc->k, sc->text, q + 1);
 	} else if (!strncmp(c + p, "os.environ.setdefault(", 22) ||
 		   !strncmp(c + p, "os.putenv(", 10)) {
-		size_t q = p + (c[p + 3] == 'e' ? 22 : 10);
+		size_t q;
 
-		name = literal_after(&sc->k, sc->text, q, &after);
-		if (name) {
-			while (c[after] == ' ')
-				after++;
-			if (c[after] == ',')
-				value = literal_after(&sc->k, sc->text, after + 1, NULL);
-		}
+		weak = c[p + 3] == 'e';
+		l = literal_after(&sc->k, p + (weak ? 22 : 10));
+		if (!l)
+			return 0;
+		q = skip_space(&sc->k, l->close);
+		name = contents(sc->text, l);
+		if (c[q] == ',')
+			value = value_after(&sc->k, sc->text, q + 1);
 	} else if (!strncmp(c + p, "os.environ.update(", 18)) {
-		/* update({"NAME": "v"}) or update(NAME="v") */
-		size_t q = p + 18;
-
-		while (c[q] == ' ' || c[q] == '{')
-			q++;
-		name = literal_after(&sc->k, sc->text, q, &after);
-		if (name) {
-			while (c[after] == ' ')
-				after++;
-			if (c[after] == ':')
-				value = literal_after(&sc->k, sc->text, after + 1, NULL);
-		} else {
-			size_t n = 0;
-
-			while (isalnum((unsigned char)c[q + n]) || c[q + n] == '_')
-				n++;
-			if (n && c[q + n] == '=' && (name = strndup(c + q, n)))
-				value = literal_after(&sc->k, sc->text, q + n + 1, NULL);
-		}
+		return scan_update(sc, p + 18, p, env_value);
+	} else {
+		return 0;
 	}
 	if (name)
-		err = assigned(sc, name, value, p, !strncmp(c + p, "os.environ.setdefault(", 22),
-			       env_value);
-out:
+		err = assigned(sc, name, value, p, weak, env_value);
 	free(name);
 	free(value);
 	return err;
 }
 
-/* How many devices the script will see, and why; 0 when nothing is known to be visible. */
+/* How many devices the script will see, and why; SIZE_MAX when that is not known. */
 static size_t visible_count(const struct script *sc, const char *env_value, char *why, size_t n)
 {
 	struct vd_resolution *res = NULL;
 	const char *value = sc->value ? sc->value : env_value;
 	size_t count = 0;
 
+	if (sc->value_line && !sc->value_known)
+		return SIZE_MAX;
 	if (vd_visible_resolve(&res, sc->sys, value, sc->order) == 0)
 		count = res->ndevices;
 	vd_resolution_free(res);
@@ -728,7 +953,7 @@ static int device_number(struct script *sc, const char *env_value, unsigned long
 	char where[4200], why[256], fix[128];
 	size_t count = visible_count(sc, env_value, why, sizeof(why));
 
-	if (number < count)
+	if (count == SIZE_MAX || number < count)
 		return 0;
 	where_at(where, sizeof(where), sc, at);
 	if (count)
@@ -739,9 +964,21 @@ static int device_number(struct script *sc, const char *env_value, unsigned long
 		snprintf(fix, sizeof(fix), "make GPUs visible, or run on the CPU");
 	return vd_findings_add(
 		sc->out, "script-device-ordinal", VD_SEVERITY_ERROR, where, fix,
-		"%s, but the script will see %zu GPU%s (%s): CUDA numbers the visible GPUs from "
-		"0, and this fails with 'invalid device ordinal'",
+		"%s, but the script will see %zu GPU%s (%s): CUDA numbers the visible "
+		"GPUs from 0, and this fails with 'invalid device ordinal'",
 		as, count, count == 1 ? "" : "s", why);
+}
+
+/* A whole number at s, at most a million; -1 if none. */
+static long small_number(const char *s, char **end)
+{
+	unsigned long v;
+
+	if (!isdigit((unsigned char)*s))
+		return -1;
+	errno = 0;
+	v = strtoul(s, end, 10);
+	return errno || v > 1000000 ? -1 : (long)v;
 }
 
 /* Device numbers: device_ids=[...], set_device(N), and "cuda:N" in any string. */
@@ -753,55 +990,116 @@ static int scan_devices(struct script *sc, const char *env_value)
 	for (size_t i = 0; i < sc->k.nlits && !err; i++) {
 		const struct literal *l = &sc->k.lits[i];
 		char *end, as[64];
-		unsigned long n;
+		long n;
 
-		if (l->end - l->start < 6 || strncmp(sc->text + l->start, "cuda:", 5) ||
-		    !isdigit((unsigned char)sc->text[l->start + 5]))
+		if (l->bytes || l->end - l->start < 6 || strncmp(sc->text + l->start, "cuda:", 5))
 			continue;
-		n = strtoul(sc->text + l->start + 5, &end, 10);
-		if (end != sc->text + l->end)
+		n = small_number(sc->text + l->start + 5, &end);
+		if (n < 0 || end != sc->text + l->end)
 			continue;
-		snprintf(as, sizeof(as), "'cuda:%lu'", n);
-		err = device_number(sc, env_value, n, as, l->start);
+		snprintf(as, sizeof(as), "'cuda:%ld'", n);
+		err = device_number(sc, env_value, (unsigned long)n, as, l->start);
 	}
 	for (const char *p = c; !err && (p = strstr(p, "device_ids")); p += 10) {
 		const char *q = p + 10;
-		unsigned long max = 0;
-		int any = 0;
+		long max = -1;
 		char as[64];
 
-		q += strspn(q, " ");
+		if (!word_at(p, c, "device_ids"))
+			continue;
+		q += strspn(q, " \t");
 		if (*q++ != '=')
 			continue;
-		q += strspn(q, " ");
+		q += strspn(q, " \t");
 		if (*q != '[' && *q != '(')
 			continue;
 		for (q++; *q && *q != ']' && *q != ')';) {
 			char *end;
-			unsigned long v = strtoul(q, &end, 10);
+			long v;
 
-			if (end == q) {
-				any = 0; /* not a list of numbers */
+			q += strspn(q, " \t\r\n");
+			v = small_number(q, &end);
+			if (v < 0) {
+				max = -1; /* not a list of numbers */
 				break;
 			}
-			any = 1;
 			max = v > max ? v : max;
-			q = end + strspn(end, " ,");
+			q = end + strspn(end, " ,\t\r\n");
 		}
-		snprintf(as, sizeof(as), "device_ids names device %lu", max);
-		if (any)
-			err = device_number(sc, env_value, max, as, (size_t)(p - c));
+		snprintf(as, sizeof(as), "device_ids names device %ld", max);
+		if (max >= 0)
+			err = device_number(sc, env_value, (unsigned long)max, as, (size_t)(p - c));
 	}
 	for (const char *p = c; !err && (p = strstr(p, "set_device(")); p += 11) {
 		char *end, as[64];
-		unsigned long v = strtoul(p + 11, &end, 10);
+		long v = small_number(p + 11, &end);
 
-		if (end == p + 11 || *end != ')')
+		if (v < 0 || *end != ')')
 			continue;
-		snprintf(as, sizeof(as), "set_device(%lu)", v);
-		err = device_number(sc, env_value, v, as, (size_t)(p - c));
+		snprintf(as, sizeof(as), "set_device(%ld)", v);
+		err = device_number(sc, env_value, (unsigned long)v, as, (size_t)(p - c));
 	}
 	return err;
+}
+
+/* `import torch`, `import os, torch as th`, `from torch import nn`: where, and its names. */
+static void scan_imports(struct script *sc)
+{
+	const char *c = sc->k.c;
+
+	for (const char *p = c; *p; p++) {
+		int from = word_at(p, c, "from");
+
+		if (!from && !word_at(p, c, "import"))
+			continue;
+		p += from ? 4 : 6;
+		for (;;) {
+			const char *name;
+			size_t n = 0;
+
+			p += strspn(p, " \t");
+			name = p;
+			while (is_ident(p[n]) || p[n] == '.')
+				n++;
+			if (!n)
+				break;
+			p += n;
+			if (n >= 5 && !strncmp(name, "torch", 5) && (n == 5 || name[5] == '.')) {
+				sc->torch_at = sc->torch_at ? sc->torch_at : (size_t)(name - c) + 1;
+				if (n == 5 && sc->ntorch < TORCH_NAMES) {
+					const char *as = p + strspn(p, " \t");
+
+					/* `import torch as th`: th.cuda is torch.cuda */
+					if (!from && word_at(as, c, "as")) {
+						as += 2;
+						as += strspn(as, " \t");
+						n = 0;
+						while (is_ident(as[n]) &&
+						       n + 1 < sizeof(sc->torch[0]))
+							n++;
+						if (n) {
+							memcpy(sc->torch[sc->ntorch], as, n);
+							sc->torch[sc->ntorch++][n] = '\0';
+						}
+					}
+				}
+			}
+			if (from)
+				break;
+			p += strspn(p, " \t");
+			if (word_at(p, c, "as")) {
+				p += 2 + strspn(p + 2, " \t");
+				while (is_ident(*p))
+					p++;
+				p += strspn(p, " \t");
+			}
+			if (*p != ',')
+				break;
+			p++;
+		}
+		if (!*p)
+			break;
+	}
 }
 
 /* Where CUDA starts: a torch.cuda call, .cuda(, or .to() of a "cuda" string. */
@@ -810,22 +1108,30 @@ static size_t cuda_start(const struct script *sc)
 	const char *c = sc->k.c;
 
 	for (const char *p = c; *p; p++) {
-		if (!strncmp(p, "torch.cuda.", 11)) {
-			const char *q = p + 11;
+		for (size_t t = 0; t < sc->ntorch; t++) {
+			size_t n = strlen(sc->torch[t]);
 
-			while (isalnum((unsigned char)*q) || *q == '_')
-				q++;
-			if (*q == '(')
-				return (size_t)(p - c) + 1;
+			if (word_at(p, c, sc->torch[t]) && !strncmp(p + n, ".cuda.", 6)) {
+				const char *q = p + n + 6;
+
+				while (is_ident(*q))
+					q++;
+				if (*q == '(')
+					return (size_t)(p - c) + 1;
+			}
 		}
 		if (!strncmp(p, ".cuda(", 6))
 			return (size_t)(p - c) + 1;
 		if (!strncmp(p, ".to(", 4)) {
-			char *s = literal_after(&sc->k, sc->text, (size_t)(p - c) + 4, NULL);
-			int cuda = s && !strncmp(s, "cuda", 4);
+			size_t q = skip_space(&sc->k, (size_t)(p - c) + 4);
+			const struct literal *l;
 
-			free(s);
-			if (cuda)
+			/* .to(device="cuda") */
+			if (!strncmp(c + q, "device", 6) && c[skip_space(&sc->k, q + 6)] == '=')
+				q = skip_space(&sc->k, q + 6) + 1;
+			l = literal_after(&sc->k, q);
+			if (l && !l->bytes && l->end - l->start >= 4 &&
+			    !strncmp(sc->text + l->start, "cuda", 4))
 				return (size_t)(p - c) + 1;
 		}
 	}
@@ -845,12 +1151,24 @@ static int is_utf8(const char *text, size_t len)
 	return ok;
 }
 
+/* Whether the script is Python: a .py name, or a #! line naming python. */
+static int is_python(const char *text, size_t len, const char *path)
+{
+	size_t plen = strlen(path);
+	const char *nl = memchr(text, '\n', len);
+
+	if (plen > 3 && !strcmp(path + plen - 3, ".py"))
+		return 1;
+	return len > 2 && !strncmp(text, "#!", 2) &&
+	       memmem(text, nl ? (size_t)(nl - text) : len, "python", 6);
+}
+
 int vd_doctor_script(struct vd_findings *out, const struct vd_system *sys, const char *text,
 		     size_t len, const char *path, const char *env_value, const char *env_order)
 {
-	struct script sc = { out, sys, path, text, { 0 }, 0, 0, NULL, 0, VD_ORDER_FASTEST };
-	size_t plen = strlen(path);
-	int err = 0;
+	struct script sc;
+	const char *c;
+	int err;
 
 	if (memchr(text, '\0', len))
 		return vd_findings_add(out, "script-not-text", VD_SEVERITY_WARNING, path,
@@ -860,37 +1178,34 @@ int vd_doctor_script(struct vd_findings *out, const struct vd_system *sys, const
 		return vd_findings_add(out, "script-not-utf8", VD_SEVERITY_WARNING, path,
 				       "save it as UTF-8, as Python 3 expects",
 				       "'%s' is not UTF-8: not read", path);
-	if (!(plen > 3 && !strcmp(path + plen - 3, ".py")) &&
-	    !(len > 2 && !strncmp(text, "#!", 2) &&
-	      memmem(text,
-		     memchr(text, '\n', len) ?
-			     (size_t)((const char *)memchr(text, '\n', len) - text) :
-			     len,
-		     "python", 6)))
+	if (!is_python(text, len, path))
 		return vd_findings_add(
 			out, "script-not-python", VD_SEVERITY_INFO, path,
 			"give --script a Python file (.py, or #! naming python)",
 			"'%s' does not look like Python (no .py, no python #!): not read", path);
+	memset(&sc, 0, sizeof(sc));
+	sc.out = out;
+	sc.sys = sys;
+	sc.path = path;
+	sc.text = text;
+	sc.order = VD_ORDER_FASTEST;
+	snprintf(sc.torch[sc.ntorch++], sizeof(sc.torch[0]), "torch");
 	vd_order_parse(&sc.order, env_order);
 	err = mask(&sc.k, text, len);
-	for (const char *p = sc.k.c; !err && *p; p++) {
-		if ((word_at(p, sc.k.c, "import") && p[6] == ' ' &&
-		     word_at(p + 7 + strspn(p + 7, " "), sc.k.c, "torch")) ||
-		    (word_at(p, sc.k.c, "from") && p[4] == ' ' &&
-		     word_at(p + 5 + strspn(p + 5, " "), sc.k.c, "torch")))
-			sc.torch_at = sc.torch_at ? sc.torch_at : (size_t)(p - sc.k.c) + 1;
-	}
-	if (!err)
+	c = sc.k.c;
+	if (!err) {
+		scan_imports(&sc);
 		sc.cuda_at = cuda_start(&sc);
-	for (const char *p = sc.k.c; !err && *p; p++)
-		if ((p == sc.k.c ||
-		     !(isalnum((unsigned char)p[-1]) || p[-1] == '_' || p[-1] == '.')) &&
+	}
+	for (const char *p = c; !err && *p; p++)
+		if ((p == c || !(is_ident(p[-1]) || p[-1] == '.')) &&
 		    (!strncmp(p, "os.", 3) || !strncmp(p, "environ[", 8)))
-			err = scan_environ(&sc, (size_t)(p - sc.k.c), env_value);
+			err = scan_environ(&sc, (size_t)(p - c), env_value);
 	if (!err)
 		err = scan_devices(&sc, env_value);
 	free(sc.k.c);
 	free(sc.k.lits);
+	free(sc.k.lines);
 	free(sc.value);
 	return err;
 }

@@ -249,8 +249,16 @@ static const char *const watched[] = {
 	"NVIDIA_VISIBLE_DEVICES",
 };
 
+/* Other vendors' variables, as near to the watched ones as a misspelling: not one. */
+static const char *const others[] = {
+	"MUSA_VISIBLE_DEVICES", /* Moore Threads' GPUs */
+};
+
 const char *env_near_miss(const char *name, int *case_only)
 {
+	for (size_t o = 0; o < ARRAY_SIZE(others); o++)
+		if (!strcmp(name, others[o]))
+			return NULL;
 	for (size_t w = 0; w < ARRAY_SIZE(watched); w++) {
 		size_t d;
 

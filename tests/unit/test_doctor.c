@@ -66,6 +66,39 @@ static void test_script(void **state)
 		{ "torch.cuda.set_device(3)\n", NULL, "" },
 		{ "m = DataParallel(m, device_ids=[0, 1, 4])\n", NULL, "1:script-device-ordinal" },
 		{ "m = DataParallel(m, device_ids=ids)\n", NULL, "" },
+		/* values that are expressions, not literals: not checked, the count unknown */
+		{ "os.environ['CUDA_VISIBLE_DEVICES'] = ','.join(map(str, gpus))\n"
+		  "m = DataParallel(m, device_ids=[0, 1])\n",
+		  NULL, "" },
+		{ "os.environ['CUDA_VISIBLE_DEVICES'] = '0,' + str(3)\n", NULL, "" },
+		{ "os.environ['CUDA_VISIBLE_DEVICES'] = f'{gpu}'\n", NULL, "" },
+		{ "os.environ['CUDA_VISIBLE_DEVICES'] = sys.argv[1]\nm = DataParallel(m, "
+		  "device_ids=[0, 1])\n",
+		  "0", "" },
+		/* every pair of update(), over several lines */
+		{ "import torch\nos.environ.update({'CUDA_DEVICE_ORDER': 'PCI_BUS_ID', "
+		  "'CUDA_VISIBLE_DEVICES': '9'})\n",
+		  NULL, "2:script-after-import 2:visible-out-of-range" },
+		{ "import torch\nos.environ.update(\n    CUDA_DEVICE_ORDER='PCI_BUS_ID',\n    "
+		  "CUDA_VISIBLE_DEVICES='9',\n)\n",
+		  NULL, "2:script-after-import 2:visible-out-of-range" },
+		{ "import torch\nos.environ[\n 'CUDA_VISIBLE_DEVICES'] = '8'\n", NULL,
+		  "2:script-after-import 2:visible-out-of-range" },
+		/* torch imported among others, or under another name */
+		{ "import os, torch\nos.environ['CUDA_VISIBLE_DEVICES'] = '1'\n", NULL,
+		  "2:script-after-import" },
+		{ "import torch as th\nth.cuda.device_count()\nos.environ['CUDA_VISIBLE_DEVICES'] = "
+		  "'1'\n",
+		  NULL, "3:script-too-late" },
+		{ "import torchvision\nos.environ['CUDA_VISIBLE_DEVICES'] = '1'\n", NULL, "" },
+		{ "import torch\nx.to(device='cuda')\nos.environ['CUDA_VISIBLE_DEVICES'] = '1'\n",
+		  NULL, "3:script-too-late" },
+		{ "import torch\nmytorch.cuda.empty_cache()\nos.environ['CUDA_VISIBLE_DEVICES'] = "
+		  "'1'\n",
+		  NULL, "3:script-after-import" },
+		/* bytes are no device; a number too large is no number */
+		{ "y = b'cuda:5'\n", NULL, "" },
+		{ "torch.cuda.set_device(99999999999999999999999)\n", "0", "" },
 	};
 	struct vd_system *sys = demo();
 	char got[512];
@@ -86,11 +119,24 @@ static void test_startup(void **state)
 				   "CUDA_VISIBLE_DEVICES=2 python x.py\n"
 				   "# export CUDA_VISIBLE_DEVICES=3\n"
 				   "setenv CUDA_VISIBLE_DEVICES 9\n"
-				   "export CUDA_VISIBLE_DEVICES=$X\n";
+				   "export CUDA_VISIBLE_DEVICES=$X\n"
+				   "export CUDA_VISIBLE_DEVICES=9 CUDA_DEVICE_ORDER=PCI_BUS_ID\n"
+				   "if [ -n \"$X\" ]; then export CUDA_VISIBLE_DEVICES=5; fi\n"
+				   "[ -z \"$Y\" ] && export CUDA_VISIBLE_DEVICES=1\n"
+				   "\texport\tCUDA_VISIBLE_DEVICES=2\n"
+				   "declare -x CUDA_VISIBLE_DEVICES=3\n"
+				   "export Cuda_Visible_Devices=0\n"
+				   "export CUDA_VISIBLE_DEVICES=0\r\n"
+				   "echo \"export CUDA_VISIBLE_DEVICES=1\"\n";
 	struct vd_system *sys = demo();
 	struct vd_findings f = { 0 };
-	const char *want[] = { "f:1 startup-export", "f:2 startup-export", "f:5 startup-export",
-			       "f:5 visible-out-of-range", "f:6 startup-export" };
+	const char *want[] = { "f:1 startup-export",	   "f:2 startup-export",
+			       "f:5 startup-export",	   "f:5 visible-out-of-range",
+			       "f:6 startup-export",	   "f:7 startup-export",
+			       "f:7 visible-out-of-range", "f:8 startup-export",
+			       "f:8 visible-out-of-range", "f:9 startup-export",
+			       "f:10 startup-export",	   "f:11 startup-export",
+			       "f:12 name-near-miss",	   "f:13 startup-export" };
 
 	(void)state;
 	assert_int_equal(vd_doctor_startup(&f, sys, text, strlen(text), "f"), 0);
@@ -101,6 +147,8 @@ static void test_startup(void **state)
 		snprintf(got, sizeof(got), "%s %s", f.items[i].where, f.items[i].id);
 		assert_string_equal(got, want[i]);
 	}
+	/* a file written on Windows: no \r in what is said */
+	assert_null(strchr(f.items[f.n - 1].message, '\r'));
 	vd_findings_release(&f);
 	vd_system_free(sys);
 }
@@ -121,6 +169,24 @@ static void test_env(void **state)
 	assert_int_equal(f.items[1].severity, VD_SEVERITY_ERROR);
 	assert_string_equal(f.items[1].where, "here");
 	vd_findings_release(&f);
+	/* another vendor's variable is no misspelling; the order is said as it is set */
+	{
+		char musa[] = "MUSA_VISIBLE_DEVICES=0",
+		     fastest[] = "CUDA_DEVICE_ORDER=FASTEST_FIRST",
+		     bogus[] = "CUDA_DEVICE_ORDER=bogus";
+		char *env2[] = { musa, fastest, NULL }, *env3[] = { bogus, NULL };
+
+		assert_int_equal(vd_doctor_env(&f, sys, env2, "here"), 0);
+		assert_int_equal(f.n, 1);
+		assert_string_equal(f.items[0].id, "order-fastest-first");
+		assert_non_null(
+			strstr(f.items[0].message, "CUDA_DEVICE_ORDER is FASTEST_FIRST on"));
+		vd_findings_release(&f);
+		assert_int_equal(vd_doctor_env(&f, sys, env3, "here"), 0);
+		assert_int_equal(f.n, 1);
+		assert_string_equal(f.items[0].id, "order-unknown");
+		vd_findings_release(&f);
+	}
 	assert_string_equal(vd_severity_name(VD_SEVERITY_WARNING), "warning");
 	assert_null(vd_severity_name((enum vd_severity)7));
 	vd_system_free(sys);
