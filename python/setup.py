@@ -22,7 +22,7 @@ def version():
     raise RuntimeError("no VD_VERSION in include/visdev.h")
 
 
-sources = ["visdev.c"] + [os.path.relpath(p, HERE) for p in sorted(glob.glob(os.path.join(ROOT, "src", "lib", "*.c")))]
+sources = ["_visdev.c"] + [os.path.relpath(p, HERE) for p in sorted(glob.glob(os.path.join(ROOT, "src", "lib", "*.c")))]
 sources.append(os.path.relpath(os.path.join(BUILD, "gen", "demo_json.c"), HERE))
 
 setup(
@@ -31,7 +31,7 @@ setup(
     description="Choose and lease NVIDIA GPUs from inside a script, before import torch",
     ext_modules=[
         Extension(
-            "visdev",
+            "visdev._visdev",
             sources=sources,
             include_dirs=[os.path.join(ROOT, "include"), os.path.join(ROOT, "src", "lib")],
             define_macros=[("_GNU_SOURCE", None)],
@@ -39,7 +39,6 @@ setup(
             libraries=["jansson", "dl"],
         )
     ],
-    py_modules=[],
-    data_files=[],
-    package_data={},
+    packages=["visdev"],
+    package_data={"visdev": ["py.typed", "__init__.pyi"]},
 )

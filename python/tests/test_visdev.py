@@ -284,3 +284,23 @@ def test_the_wheel_installs_into_a_fresh_venv_and_imports(env, tmp_path):
                           "import visdev; print(visdev.__version__, len(visdev.devices()))"],
                          env=e, capture_output=True, text=True)
     assert out.stdout.split()[1] == "4", out.stderr
+
+
+def test_the_example_setup_gpu_leases_or_falls_back_to_the_cpu(env, tmp_path):
+    fake = tmp_path / "fake" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(
+        "class _Module:\n    def to(self, device):\n        return self\n"
+        "class nn:\n    @staticmethod\n    def Linear(*a):\n        return _Module()\n"
+        "class cuda:\n    @staticmethod\n    def is_initialized():\n        return False\n")
+    env = dict(env, PYTHONPATH=env["PYTHONPATH"] + os.pathsep + str(tmp_path / "fake"))
+    example = os.path.join(ROOT, "examples", "train.py")
+    out = subprocess.run([sys.executable, example, "20G"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0].startswith("training on GPU ")
+    assert out.stdout.splitlines()[1] == "model on cuda:0"
+    out = subprocess.run([sys.executable, example, "100G"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.stdout.splitlines()[0] == "no GPU has 100G free: training on the CPU"
+    assert "RuntimeWarning" in out.stderr

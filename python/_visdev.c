@@ -1,8 +1,8 @@
 /*
- * visdev.c - the Python module: libvisdev from inside a script, before
- * `import torch`. The same engine, backends, leases and line as the CLI;
- * no rule is written again here: this file only turns Python into the
- * library's calls and its answers back into Python.
+ * _visdev.c - the Python module's C part (visdev imports it whole): libvisdev from inside a script,
+ * before `import torch`. The same engine, backends, leases and line as the CLI; no rule is written
+ * again here: this file only turns Python into the library's calls and its answers back into
+ * Python.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -898,7 +898,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
 	PyModuleDef_HEAD_INIT,
-	.m_name = "visdev",
+	.m_name = "visdev._visdev",
 	.m_doc = "visdev: choose and lease GPUs from inside a script, before `import torch`.\n\n"
 		 "    import visdev\n"
 		 "    lease = visdev.acquire(n=2, min_free='20G', or_cpu=True)\n"
@@ -907,7 +907,7 @@ static struct PyModuleDef module = {
 	.m_methods = methods,
 };
 
-PyMODINIT_FUNC PyInit_visdev(void)
+PyMODINIT_FUNC PyInit__visdev(void)
 {
 	PyObject *m = PyModule_Create(&module);
 
