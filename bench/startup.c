@@ -1,8 +1,11 @@
 /*
  * startup.c - how long visdev takes to start, read a fixture and print
- * `list --json`, against starting /bin/true, in the same run.
+ * `list --json`, against starting /bin/true, in the same run; or, with
+ * --python, how long `import visdev; visdev.devices()` takes against a
+ * python that does nothing (bench/python-import runs it so).
  *
  * usage: startup RUNS VISDEV FIXTURE
+ *        startup --python RUNS PYTHON LIBDIR FIXTURE
  *
  * Runs each command RUNS times, interleaved so that both see the same
  * machine, and prints the medians, the ratio, and the peak resident memory
@@ -73,35 +76,58 @@ static long peak(const struct sample *s, int n)
 
 int main(int argc, char **argv)
 {
-	char *base[] = { "/bin/true", NULL };
-	char *cmd[] = { NULL, "--fixture", NULL, "list", "--json", NULL };
+	static char true_[] = "/bin/true", fixture[] = "--fixture", list[] = "list",
+		    json[] = "--json", dash_c[] = "-c", pass[] = "pass",
+		    import[] = "import visdev; visdev.devices()";
+	char *base[] = { true_, NULL, NULL, NULL };
+	char *cmd[] = { NULL, fixture, NULL, list, json, NULL };
+	char *py[] = { NULL, dash_c, import, NULL };
+	char **measured = cmd;
+	const char *what[2] = { "/bin/true", "visdev --fixture F list --json" };
+	const char *goal = "under 3x";
 	struct sample *a, *b;
-	int runs;
+	int runs, python = argc == 6 && !strcmp(argv[1], "--python");
 	double ratio;
 
-	if (argc != 4 || (runs = atoi(argv[1])) < 1) {
-		fprintf(stderr, "usage: startup RUNS VISDEV FIXTURE\n");
+	if ((argc != 4 && !python) || (runs = atoi(argv[1 + python])) < 1) {
+		fprintf(stderr, "usage: startup RUNS VISDEV FIXTURE\n"
+				"       startup --python RUNS PYTHON LIBDIR FIXTURE\n");
 		return 2;
 	}
-	cmd[0] = argv[2];
-	cmd[2] = argv[3];
+	if (python) {
+		/* the floor: the same python, told to do nothing */
+		base[0] = py[0] = argv[3];
+		base[1] = dash_c;
+		base[2] = pass;
+		measured = py;
+		setenv("PYTHONPATH", argv[4], 1);
+		setenv("VISDEV_FIXTURE", argv[5], 1);
+		what[0] = "python3 -c pass";
+		what[1] = "import visdev; visdev.devices()";
+		goal = "under 1.3x";
+	} else {
+		cmd[0] = argv[2];
+		cmd[2] = argv[3];
+	}
 	a = calloc((size_t)runs, sizeof(*a));
 	b = calloc((size_t)runs, sizeof(*b));
 	if (!a || !b)
 		return 1;
 	for (int i = 0; i < runs; i++)
-		if (run_once(&a[i], base) || run_once(&b[i], cmd))
+		if (run_once(&a[i], base) || run_once(&b[i], measured))
 			return 1;
 	qsort(a, (size_t)runs, sizeof(*a), by_ms);
 	qsort(b, (size_t)runs, sizeof(*b), by_ms);
 	ratio = b[runs / 2].ms / a[runs / 2].ms;
-	printf("startup: %d runs each, interleaved\n", runs);
-	printf("  /bin/true                          median %.3f ms  peak %.2f MB\n",
-	       a[runs / 2].ms, peak(a, runs) / 1024.0);
-	printf("  visdev --fixture F list --json     median %.3f ms  peak %.2f MB\n",
-	       b[runs / 2].ms, peak(b, runs) / 1024.0);
-	printf("  ratio %.2fx /bin/true (goal: under 3x); visdev peak %.2f MB (goal: under 3 MB)\n",
-	       ratio, peak(b, runs) / 1024.0);
+	printf("%s: %d runs each, interleaved\n", python ? "python-import" : "startup", runs);
+	printf("  %-34s median %.3f ms  peak %.2f MB\n", what[0], a[runs / 2].ms,
+	       peak(a, runs) / 1024.0);
+	printf("  %-34s median %.3f ms  peak %.2f MB\n", what[1], b[runs / 2].ms,
+	       peak(b, runs) / 1024.0);
+	printf("  ratio %.2fx %s (goal: %s)", ratio, what[0], goal);
+	if (!python)
+		printf("; visdev peak %.2f MB (goal: under 3 MB)", peak(b, runs) / 1024.0);
+	printf("\n");
 	free(a);
 	free(b);
 	return 0;
