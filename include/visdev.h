@@ -416,6 +416,19 @@ VD_API int vd_env_check(char ***out, size_t *nout, char *const *env);
 VD_API int vd_cuda_enumerate(char ***out, size_t *nout, const char *cuda_lib, const char *value,
 			     enum vd_order order);
 
+/*
+ * A caller with threads may not run the driver in a forked copy of itself
+ * (a lock another thread held at the fork would hang it): it names a helper
+ * program instead, argv (NULL-terminated; NULL: none, the default), which
+ * vd_cuda_enumerate() then runs with three more arguments (the driver
+ * library, "=VALUE" or "unset", and "pci" or "fastest") and whose standard
+ * output it reads. The helper's main calls vd_cuda_helper_main() with those
+ * three, which never returns. Errors: VD_ENOMEM.
+ */
+VD_API int vd_cuda_set_helper(const char *const *argv);
+VD_API __attribute__((noreturn)) void vd_cuda_helper_main(const char *lib, const char *value,
+							  const char *order);
+
 /* ---- Sizes ---------------------------------------------------------- */
 
 /*

@@ -882,6 +882,34 @@ static PyObject *use_fixture(PyObject *self, PyObject *arg)
 	Py_RETURN_NONE;
 }
 
+/* The helper program's body (vd_cuda_set_helper): asks the driver, writes the answer, exits. */
+static PyObject *cuda_helper(PyObject *self, PyObject *args)
+{
+	const char *lib, *value, *order;
+
+	(void)self;
+	if (!PyArg_ParseTuple(args, "sss", &lib, &value, &order))
+		return NULL;
+	vd_cuda_helper_main(lib, value, order);
+}
+
+/*
+ * The CUDA driver is asked in a helper process that this python starts
+ * afresh, not in a forked copy of a process that may have threads.
+ */
+static int name_helper(void)
+{
+	static const char code[] = "import sys; from visdev._visdev import _cuda_helper; "
+				   "_cuda_helper(*sys.argv[1:])";
+	PyObject *exe = PySys_GetObject("executable"); /* borrowed */
+	const char *path = exe && PyUnicode_Check(exe) ? PyUnicode_AsUTF8(exe) : NULL;
+	const char *argv[] = { path, "-c", code, NULL };
+
+	if (!path || !*path)
+		return 0; /* embedded, no python to start: the library forks as it would */
+	return vd_cuda_set_helper(argv) ? -1 : 0;
+}
+
 static PyMethodDef methods[] = {
 	{ "acquire", (PyCFunction)(void (*)(void))acquire, METH_VARARGS | METH_KEYWORDS,
 	  acquire_doc },
@@ -891,6 +919,7 @@ static PyMethodDef methods[] = {
 	{ "leases", leases, METH_NOARGS, leases_doc },
 	{ "use_demo", use_demo, METH_NOARGS,
 	  "use_demo()\n--\n\nRead the built-in demo server (four GPUs) from now on." },
+	{ "_cuda_helper", cuda_helper, METH_VARARGS, NULL },
 	{ "use_fixture", use_fixture, METH_O,
 	  "use_fixture(path)\n--\n\nRead a simulated server from a fixture file from now on." },
 	{ NULL, NULL, 0, NULL },
@@ -913,6 +942,11 @@ PyMODINIT_FUNC PyInit__visdev(void)
 
 	if (!m || PyType_Ready(&LeaseType) < 0)
 		return NULL;
+	if (name_helper()) {
+		PyErr_NoMemory();
+		Py_DECREF(m);
+		return NULL;
+	}
 	Error = PyErr_NewExceptionWithDoc("visdev.Error", "Every error of visdev's.", NULL, NULL);
 	NoFitError = PyErr_NewExceptionWithDoc(
 		"visdev.NoFitError", "No GPU fits the request; .reasons says why, per GPU.", Error,

@@ -243,6 +243,36 @@ def test_acquire_from_a_process_with_threads(env):
     assert out.stdout.strip() == "3", out.stderr
 
 
+def test_with_threads_the_cuda_driver_is_asked_in_a_helper_not_a_forked_copy(env, tmp_path):
+    # NVML (the stand-in), which has CUDA's fastest-first order asked of the driver, uncached
+    env = dict(env, VISDEV_NVML_LIB=os.path.join(MOCK, "libnvidia-ml.so.1"),
+               VISDEV_CUDA_LIB=os.path.join(MOCK, "libcuda.so.1"),
+               MOCK_NVML_FIXTURE=os.path.join(FIXTURES, "mixed.json"),
+               XDG_CACHE_HOME=str(tmp_path / "cache"), MOCK_CUDA_LOG=str(tmp_path / "log"))
+    del env["VISDEV_FIXTURE"]
+    out = py(env, """
+        import threading, time, visdev
+        stop = False
+        def spin():
+            while not stop:
+                sum(range(1000))
+        threads = [threading.Thread(target=spin) for _ in range(4)]
+        for t in threads:
+            t.start()
+        r = visdev.resolve("0", order="fastest")
+        lease = visdev.acquire()
+        stop = True
+        for t in threads:
+            t.join()
+        print(r.devices[0].index, lease.cuda_visible_devices != "")
+    """)
+    assert out.returncode == 0, out.stderr
+    # mixed.json: cuda_rank 0 is its GPU 2
+    assert out.stdout.split() == ["2", "True"]
+    callers = (tmp_path / "log").read_text().splitlines()
+    assert callers and all("_cuda_helper" in c for c in callers), callers
+
+
 def test_reading_devices_resolve_and_leases(env):
     out = py(env, """
         import json, visdev

@@ -10,7 +10,10 @@
  * The child does not exec (there is no helper program to exec: this is a
  * library), so it calls dlopen() and setenv() after fork(), which is safe
  * in a single-threaded caller; in a threaded one, a lock held by another
- * thread at the fork could hang the child, and the time limit ends that.
+ * thread at the fork could hang the child. A caller with threads (the
+ * Python module) names a helper program instead (vd_cuda_set_helper()):
+ * the child then only execs it, and the helper asks the driver
+ * (vd_cuda_helper_main()) in a process of its own.
  *
  * Environment: VISDEV_CUDA_LIB names the driver library to load when the
  * caller names none (the tests point it at the stand-in libcuda.so.1).
@@ -25,6 +28,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,7 +210,65 @@ __attribute__((noreturn)) static void child_run(int fd, const char *lib, const c
 	_exit(0);
 }
 
+void vd_cuda_helper_main(const char *lib, const char *value, const char *order)
+{
+	enum vd_order o = order && !strcmp(order, "pci") ? VD_ORDER_PCI : VD_ORDER_FASTEST;
+
+	/* the value comes as "=VALUE", or "unset" */
+	child_run(STDOUT_FILENO, lib, value && value[0] == '=' ? value + 1 : NULL, o);
+}
+
 /* ---- The parent -------------------------------------------------------- */
+
+/* The helper program's command line, when one is named; NULL-terminated. */
+static char **helper;
+
+int vd_cuda_set_helper(const char *const *argv)
+{
+	size_t n = 0;
+	char **copy;
+
+	while (argv && argv[n])
+		n++;
+	copy = calloc(n + 1, sizeof(*copy));
+	if (!copy)
+		return error_set(VD_ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		if (!(copy[i] = strdup(argv[i]))) {
+			vd_strings_free(copy, i);
+			return error_set(VD_ENOMEM, "out of memory");
+		}
+	if (helper) {
+		size_t old = 0;
+
+		while (helper[old])
+			old++;
+		vd_strings_free(helper, old);
+	}
+	helper = n ? copy : (free(copy), NULL);
+	return 0;
+}
+
+/* The helper's full command line: its own, then the library, the value and the order. */
+static char **helper_argv(const char *lib, const char *value, enum vd_order order, char *value_arg)
+{
+	size_t n = 0;
+	char **argv;
+
+	while (helper[n])
+		n++;
+	argv = calloc(n + 4, sizeof(*argv));
+	if (!argv)
+		return NULL;
+	memcpy(argv, helper, n * sizeof(*argv));
+	argv[n] = (char *)(uintptr_t)lib;
+	if (value)
+		argv[n + 1] = value_arg;
+	else
+		argv[n + 1] = (char *)(uintptr_t) "unset";
+	argv[n + 2] = (char *)(uintptr_t)vd_order_name(order);
+	return argv;
+}
 
 /* Milliseconds left until deadline (CLOCK_MONOTONIC), at least 0. */
 static int ms_left(const struct timespec *deadline)
@@ -328,7 +390,7 @@ int vd_cuda_enumerate(char ***out, size_t *nout, const char *cuda_lib, const cha
 		      enum vd_order order)
 {
 	const char *lib = cuda_lib;
-	char *reply = NULL;
+	char *reply = NULL, *value_arg = NULL, **argv = NULL;
 	int fds[2] = { -1, -1 };
 	pid_t pid;
 	int err, status;
@@ -340,19 +402,38 @@ int vd_cuda_enumerate(char ***out, size_t *nout, const char *cuda_lib, const cha
 		if (!lib || !*lib)
 			lib = "libcuda.so.1";
 	}
-	if (pipe2(fds, O_CLOEXEC) < 0)
+	/* built before the fork: the child of a threaded caller may only exec */
+	if (helper && (asprintf(&value_arg, "=%s", value ? value : "") < 0 ||
+		       !(argv = helper_argv(lib, value, order, value_arg)))) {
+		free(value_arg);
+		return error_set(VD_ENOMEM, "out of memory");
+	}
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		free(argv);
+		free(value_arg);
 		return error_set(VD_ECUDA, "cannot ask the CUDA driver: pipe: %s", strerror(errno));
+	}
 	pid = fork();
 	if (pid < 0) {
 		err = error_set(VD_ECUDA, "cannot ask the CUDA driver: fork: %s", strerror(errno));
 		close(fds[0]);
 		close(fds[1]);
+		free(argv);
+		free(value_arg);
 		return err;
+	}
+	if (pid == 0 && argv) {
+		/* async-signal-safe calls only: the helper asks the driver */
+		if (dup2(fds[1], STDOUT_FILENO) >= 0)
+			execv(argv[0], argv);
+		_exit(127);
 	}
 	if (pid == 0) {
 		close(fds[0]);
 		child_run(fds[1], lib, value, order);
 	}
+	free(argv);
+	free(value_arg);
 	close(fds[1]);
 	err = read_reply(&reply, fds[0]);
 	close(fds[0]);
