@@ -14,7 +14,8 @@
 
 #include "visdev.h"
 
-static PyObject *Error, *NoFitError, *TooLateError;
+/* visdev.Error, and its kinds; ArgumentError is a ValueError too. */
+static PyObject *Error, *NoFitError, *TooLateError, *ArgumentError;
 
 /*
  * What this process was given before acquire() first wrote the variable
@@ -39,7 +40,7 @@ static char *fixture_path;
 /* Raises visdev.Error (or ValueError for VD_EINVAL) with the library's message. */
 static PyObject *raise_library(int err)
 {
-	PyErr_SetString(err == VD_EINVAL ? PyExc_ValueError :
+	PyErr_SetString(err == VD_EINVAL ? ArgumentError :
 			err == VD_ENOMEM ? PyExc_MemoryError :
 					   Error,
 			vd_error_last());
@@ -305,7 +306,7 @@ static int parse_size(uint64_t *out, PyObject *o, const char *what)
 		return 0;
 	}
 	if (!PyUnicode_Check(o)) {
-		PyErr_Format(PyExc_ValueError,
+		PyErr_Format(ArgumentError,
 			     "%s takes a size with its unit, such as '20G', '20GiB' or '20480M'",
 			     what);
 		return -1;
@@ -315,7 +316,7 @@ static int parse_size(uint64_t *out, PyObject *o, const char *what)
 		return -1;
 	err = vd_parse_size_mib(out, s);
 	if (err) {
-		PyErr_Format(PyExc_ValueError, "%s: %s", what, vd_error_last());
+		PyErr_Format(ArgumentError, "%s: %s", what, vd_error_last());
 		return -1;
 	}
 	return 0;
@@ -369,7 +370,7 @@ static int read_request(struct request *r, unsigned long n, PyObject *min_free, 
 	vd_select_options_init(&r->opts);
 	r->opts.n = (unsigned)n;
 	if (n == 0 || n > 4096) {
-		PyErr_SetString(PyExc_ValueError, "n is how many GPUs: from 1");
+		PyErr_SetString(ArgumentError, "n is how many GPUs: from 1");
 		return -1;
 	}
 	if (parse_size(&r->opts.min_free_mib, min_free, "min_free") ||
@@ -380,15 +381,14 @@ static int read_request(struct request *r, unsigned long n, PyObject *min_free, 
 
 		if ((v == -1 && PyErr_Occurred()) || v < 0 || v > 100) {
 			PyErr_Clear();
-			PyErr_SetString(PyExc_ValueError,
-					"max_util is a percentage, from 0 to 100");
+			PyErr_SetString(ArgumentError, "max_util is a percentage, from 0 to 100");
 			return -1;
 		}
 		r->opts.max_util = (int)v;
 	}
 	r->opts.model = model;
 	if (policy && vd_policy_parse(&r->opts.policy, policy)) {
-		PyErr_SetString(PyExc_ValueError, vd_error_last());
+		PyErr_SetString(ArgumentError, vd_error_last());
 		return -1;
 	}
 	if (exclude != Py_None) {
@@ -404,7 +404,7 @@ static int read_request(struct request *r, unsigned long n, PyObject *min_free, 
 
 			if (v < 0 || PyErr_Occurred()) {
 				PyErr_Clear();
-				PyErr_SetString(PyExc_ValueError,
+				PyErr_SetString(ArgumentError,
 						"exclude is a list of GPU indices, from 0");
 				Py_DECREF(seq);
 				return -1;
@@ -426,7 +426,7 @@ static int read_request(struct request *r, unsigned long n, PyObject *min_free, 
 		r->wait = PyFloat_AsDouble(wait);
 		if (PyErr_Occurred() || r->wait < 0) {
 			PyErr_Clear();
-			PyErr_SetString(PyExc_ValueError,
+			PyErr_SetString(ArgumentError,
 					"wait is True (for ever) or a number of seconds");
 			return -1;
 		}
@@ -501,6 +501,26 @@ static int take(struct vd_lease **out, struct vd_system **sys, struct vd_choice 
 	return err;
 }
 
+/* The script's command line, for the lease record: "python train.py --lr 1". */
+static void script_command(char *buf, size_t n)
+{
+	PyObject *argv = PySys_GetObject("argv"); /* borrowed */
+	size_t len = (size_t)snprintf(buf, n, "python");
+
+	for (Py_ssize_t i = 0; argv && PyList_Check(argv) && i < PyList_Size(argv) && len < n;
+	     i++) {
+		const char *a = PyUnicode_Check(PyList_GetItem(argv, i)) ?
+					PyUnicode_AsUTF8(PyList_GetItem(argv, i)) :
+					NULL;
+
+		if (!a) {
+			PyErr_Clear();
+			continue;
+		}
+		len += (size_t)snprintf(buf + len, n - len, " %s", a);
+	}
+}
+
 PyDoc_STRVAR(acquire_doc,
 	     "acquire(n=1, *, min_free=None, max_util=None, model=None, exclude=None, policy=None, "
 	     "mem=None, wait=None, or_cpu=False)\n--\n\n"
@@ -546,7 +566,7 @@ static PyObject *acquire(PyObject *self, PyObject *args, PyObject *kw)
 			PyErr_SetString(TooLateError, why);
 		goto out;
 	}
-	snprintf(command, sizeof(command), "python (pid %ld, visdev.acquire)", (long)getpid());
+	script_command(command, sizeof(command));
 	err = take(&lease, &sys, &choice, &r, command);
 	if (err == -1 && PyErr_Occurred())
 		goto out;
@@ -755,7 +775,7 @@ static PyObject *resolve(PyObject *self, PyObject *args, PyObject *kw)
 	if (!PyTuple_Size(args) && !(kw && PyDict_GetItemString(kw, "value")))
 		value = getenv("CUDA_VISIBLE_DEVICES");
 	if (order_text && strcmp(order_text, "pci") && strcmp(order_text, "fastest")) {
-		PyErr_Format(PyExc_ValueError, "order is 'pci' or 'fastest', not '%s'", order_text);
+		PyErr_Format(ArgumentError, "order is 'pci' or 'fastest', not '%s'", order_text);
 		return NULL;
 	}
 	if (order_text)
@@ -955,7 +975,21 @@ PyMODINIT_FUNC PyInit__visdev(void)
 		"visdev.TooLateError",
 		"CUDA has already started in this process: CUDA_VISIBLE_DEVICES would do nothing.",
 		Error, NULL);
-	if (!Error || !NoFitError || !TooLateError || PyModule_AddObjectRef(m, "Error", Error) ||
+	{
+		PyObject *bases = Error ? PyTuple_Pack(2, Error, PyExc_ValueError) : NULL;
+
+		ArgumentError =
+			bases ? PyErr_NewExceptionWithDoc(
+					"visdev.ArgumentError",
+					"A bad argument: a size without its unit, an unknown policy, "
+					"... (a ValueError too).",
+					bases, NULL) :
+				NULL;
+		Py_XDECREF(bases);
+	}
+	if (!Error || !NoFitError || !TooLateError || !ArgumentError ||
+	    PyModule_AddObjectRef(m, "ArgumentError", ArgumentError) ||
+	    PyModule_AddObjectRef(m, "Error", Error) ||
 	    PyModule_AddObjectRef(m, "NoFitError", NoFitError) ||
 	    PyModule_AddObjectRef(m, "TooLateError", TooLateError) ||
 	    PyModule_AddObjectRef(m, "Lease", (PyObject *)&LeaseType) ||

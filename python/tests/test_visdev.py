@@ -69,7 +69,8 @@ def test_acquire_writes_the_variable_and_holds_the_lease(env):
                           "value": lease.cuda_visible_devices,
                           "os": [os.environ["CUDA_VISIBLE_DEVICES"], os.environ["CUDA_DEVICE_ORDER"]],
                           "c": os.getenv("CUDA_VISIBLE_DEVICES"),
-                          "held": len(visdev.leases())}))
+                          "held": len(visdev.leases()),
+                          "commands": [l.command for l in visdev.leases()]}))
     """)
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
@@ -77,6 +78,8 @@ def test_acquire_writes_the_variable_and_holds_the_lease(env):
     assert got["env"] == {"CUDA_VISIBLE_DEVICES": got["value"], "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     assert got["os"] == [got["value"], "PCI_BUS_ID"]
     assert got["held"] == 2
+    # the leases name the script, as `visdev leases` shows them
+    assert got["commands"] == ["python -c", "python -c"]
     # the value round-trips: CUDA reads it as exactly the devices leased
     env2 = dict(env, CUDA_DEVICE_ORDER="PCI_BUS_ID")
     back = py(env2, f"""
@@ -154,6 +157,7 @@ def test_bad_arguments_are_value_errors_with_the_clis_words(env):
             try:
                 visdev.acquire(**kw)
             except ValueError as e:
+                assert isinstance(e, visdev.Error) and isinstance(e, visdev.ArgumentError)
                 print(e)
     """)
     lines = out.stdout.splitlines()

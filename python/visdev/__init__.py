@@ -8,6 +8,7 @@ The same engine, leases and line as the `visdev` command: everything is in the
 C extension over libvisdev; this file only names what it exports.
 """
 from ._visdev import (
+    ArgumentError,
     Error,
     Lease,
     NoFitError,
@@ -21,5 +22,5 @@ from ._visdev import (
     use_fixture,
 )
 
-__all__ = ["Error", "Lease", "NoFitError", "TooLateError", "acquire", "devices", "leases",
+__all__ = ["ArgumentError", "Error", "Lease", "NoFitError", "TooLateError", "acquire", "devices", "leases",
            "resolve", "use_demo", "use_fixture"]

@@ -13,6 +13,8 @@ class NoFitError(Error):
 
 class TooLateError(Error): ...
 
+class ArgumentError(Error, ValueError): ...
+
 class Lease:
     devices: list[dict[str, Any]]
     env: dict[str, str]
