@@ -678,6 +678,9 @@ struct vd_device_status {
 	size_t nforeign;	 /* processes on it that no lease on it accounts for */
 	int64_t unexplained_mib; /* with no lease: memory in use that no listed process
 				    explains (busy beyond 1 GiB); else 0 */
+	int64_t reservable_mib;	 /* what a shared (--mem) request could still reserve:
+				    free_mib where one may go (free, shared, busy), 0 where
+				    not; -1 unknown */
 };
 
 /*

@@ -645,23 +645,156 @@ out:
 
 /* ---- reading ------------------------------------------------------------- */
 
+/* A lease as `list --json` and `leases --json` give it. */
+static PyObject *lease_dict(const struct vd_lease_holder *h)
+{
+	PyObject *d = PyDict_New();
+	char since[32];
+
+	vd_format_time(since, sizeof(since), h->since);
+	if (!d ||
+	    put(d, "user", PyUnicode_DecodeUTF8(h->user, (Py_ssize_t)strlen(h->user), "replace")) ||
+	    put(d, "uid", PyLong_FromUnsignedLong(h->uid)) ||
+	    put(d, "pid", PyLong_FromLong(h->pid)) || put(d, "pgid", PyLong_FromLong(h->pgid)) ||
+	    put(d, "command",
+		PyUnicode_DecodeUTF8(h->command, (Py_ssize_t)strlen(h->command), "replace")) ||
+	    put(d, "since", PyUnicode_FromString(since)) ||
+	    put(d, "mode",
+		PyUnicode_FromString(h->mode == VD_LEASE_SHARED ? "shared" : "exclusive")) ||
+	    put(d, "mem_mib",
+		h->mode == VD_LEASE_SHARED ? PyLong_FromUnsignedLongLong(h->mem_mib) :
+					     (Py_INCREF(Py_None), Py_None))) {
+		Py_XDECREF(d);
+		return NULL;
+	}
+	return d;
+}
+
+/* The leases on the device of that UUID, as objects (holds for the line are not leases). */
+static PyObject *leases_on(const struct vd_leases *l, const char *uuid)
+{
+	PyObject *list = PyList_New(0);
+
+	for (size_t i = 0; list && l && i < l->n; i++) {
+		PyObject *o;
+
+		if (l->holders[i].mode == VD_LEASE_HELD || strcmp(l->holders[i].uuid, uuid))
+			continue;
+		o = namespace(lease_dict(&l->holders[i]));
+		if (!o || PyList_Append(list, o))
+			Py_CLEAR(list);
+		Py_XDECREF(o);
+	}
+	return list;
+}
+
+/* "state", "reservable_mib", "unexplained_mib" of device d: the judgement pick and run make. */
+static int put_state(PyObject *o, const struct vd_system *sys, const struct vd_leases *l,
+		     struct vd_device_ref d)
+{
+	struct vd_device_status st;
+
+	if (vd_device_status(&st, sys, l, d))
+		return put(o, "state", (Py_INCREF(Py_None), Py_None)) ||
+		       put(o, "reservable_mib", (Py_INCREF(Py_None), Py_None)) ||
+		       put(o, "unexplained_mib", (Py_INCREF(Py_None), Py_None));
+	return put(o, "state", PyUnicode_FromString(vd_state_name(st.state))) ||
+	       put(o, "reservable_mib", known(st.reservable_mib >= 0, st.reservable_mib)) ||
+	       put(o, "unexplained_mib", PyLong_FromLongLong(st.unexplained_mib));
+}
+
+/* cuda:N of device d under res, or None. */
+static PyObject *cuda_of(const struct vd_resolution *res, struct vd_device_ref d)
+{
+	int c = res ? vd_resolution_cuda(res, d) : -1;
+
+	return known(c >= 0, c);
+}
+
+/* A string from users or processes, or None when empty. */
+static PyObject *text_or_none(const char *s)
+{
+	if (!*s)
+		Py_RETURN_NONE;
+	return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "replace");
+}
+
+/* A process on a GPU, as list --json gives it: pid, user, used_mib, name. */
+static PyObject *process_object(const struct vd_process *p)
+{
+	PyObject *d = PyDict_New();
+
+	if (!d || put(d, "pid", PyLong_FromUnsignedLong(p->pid)) ||
+	    put(d, "user", text_or_none(p->user)) ||
+	    put(d, "used_mib", known(p->used_known, (long long)p->used_mib)) ||
+	    put(d, "name", text_or_none(p->name))) {
+		Py_XDECREF(d);
+		return NULL;
+	}
+	return namespace(d);
+}
+
+/* A MIG device, as list --json gives it. */
+static PyObject *mig_object(const struct vd_system *sys, const struct vd_leases *l,
+			    const struct vd_resolution *res, struct vd_device_ref md)
+{
+	const struct vd_mig *mi = &sys->gpus[md.gpu].mig[md.mig];
+	PyObject *d = device_dict(sys, md);
+	int mm = mi->fields & VD_GPU_MEMORY;
+
+	if (!d || put(d, "memory_total_mib", known(mm, (long long)mi->memory_total_mib)) ||
+	    put(d, "memory_used_mib", known(mm, (long long)mi->memory_used_mib)) ||
+	    put(d, "memory_free_mib", known(mm, vd_device_memory_free_mib(sys, md))) ||
+	    put_state(d, sys, l, md) || put(d, "cuda", cuda_of(res, md)) ||
+	    put(d, "leases", leases_on(l, mi->uuid))) {
+		Py_XDECREF(d);
+		return NULL;
+	}
+	return namespace(d);
+}
+
+/* Appends o (stolen) to list; -1 when o is NULL or it cannot. */
+static int append(PyObject *list, PyObject *o)
+{
+	int r = o ? PyList_Append(list, o) : -1;
+
+	Py_XDECREF(o);
+	return r;
+}
+
 PyDoc_STRVAR(devices_doc, "devices()\n--\n\n"
 			  "Every GPU of the machine, as `visdev list --json` describes it: objects "
 			  "whose attributes\nare its keys (index, uuid, name, pci_bus_id, lost, "
 			  "memory_total_mib, ... , processes, mig).");
 
-static PyObject *gpu_object(const struct vd_gpu *g)
+static PyObject *gpu_object(const struct vd_system *sys, size_t i, const struct vd_leases *l,
+			    const struct vd_resolution *res)
 {
-	PyObject *o = PyDict_New(), *procs, *migs = PyList_New(0);
+	const struct vd_gpu *g = &sys->gpus[i];
+	struct vd_device_ref whole = { (unsigned)i, -1 };
+	PyObject *o = PyDict_New(), *procs = NULL, *migs = PyList_New(0);
 	int mem = g->fields & VD_GPU_MEMORY;
 
 	if (!o || !migs)
 		goto fail;
-	if (put(o, "index", PyLong_FromUnsignedLong(g->index)) ||
+	if (g->fields & VD_GPU_PROCESSES) {
+		procs = PyList_New(0);
+		for (size_t k = 0; procs && k < g->nprocesses; k++)
+			if (append(procs, process_object(&g->processes[k])))
+				Py_CLEAR(procs);
+	} else {
+		procs = Py_None;
+		Py_INCREF(procs);
+	}
+	for (size_t m = 0; m < g->nmig; m++)
+		if (append(migs,
+			   mig_object(sys, l, res, (struct vd_device_ref){ (unsigned)i, (int)m })))
+			goto fail;
+	if (!procs || put(o, "index", PyLong_FromUnsignedLong(g->index)) ||
 	    put(o, "uuid", PyUnicode_FromString(g->uuid)) ||
 	    put(o, "name", PyUnicode_DecodeUTF8(g->name, (Py_ssize_t)strlen(g->name), "replace")) ||
 	    put(o, "pci_bus_id", PyUnicode_FromString(g->pci_bus_id)) ||
-	    put(o, "lost", PyBool_FromLong(g->lost)) ||
+	    put(o, "lost", PyBool_FromLong(g->lost)) || put_state(o, sys, l, whole) ||
 	    put(o, "memory_total_mib", known(mem, (long long)g->memory_total_mib)) ||
 	    put(o, "memory_used_mib", known(mem, (long long)g->memory_used_mib)) ||
 	    put(o, "memory_free_mib", known(mem, vd_gpu_memory_free_mib(g))) ||
@@ -672,58 +805,16 @@ static PyObject *gpu_object(const struct vd_gpu *g)
 					     (Py_INCREF(Py_None), Py_None)) ||
 	    put(o, "numa_node", known(g->fields & VD_GPU_NUMA, g->numa_node)) ||
 	    put(o, "cuda_rank", known(g->fields & VD_GPU_CUDA_RANK, g->cuda_rank)) ||
-	    put(o, "mig_mode", PyBool_FromLong(g->mig_mode)))
+	    put(o, "processes", procs) || put(o, "mig_mode", PyBool_FromLong(g->mig_mode)) ||
+	    put(o, "mig", migs) || put(o, "cuda", cuda_of(res, whole)) ||
+	    put(o, "leases", leases_on(l, g->uuid))) {
+		procs = migs = NULL; /* put() took them, or they are gone */
 		goto fail;
-	if (g->fields & VD_GPU_PROCESSES) {
-		procs = PyList_New(0);
-		for (size_t i = 0; procs && i < g->nprocesses; i++) {
-			const struct vd_process *p = &g->processes[i];
-			PyObject *d = PyDict_New();
-
-			if (!d || put(d, "pid", PyLong_FromUnsignedLong(p->pid)) ||
-			    put(d, "used_mib", known(p->used_known, (long long)p->used_mib)) ||
-			    put(d, "name",
-				p->name[0] ?
-					PyUnicode_DecodeUTF8(p->name, (Py_ssize_t)strlen(p->name),
-							     "replace") :
-					(Py_INCREF(Py_None), Py_None)) ||
-			    PyList_Append(procs, d = namespace(d))) {
-				Py_XDECREF(d);
-				Py_CLEAR(procs);
-				break;
-			}
-			Py_DECREF(d);
-		}
-	} else {
-		procs = Py_None;
-		Py_INCREF(procs);
 	}
-	if (put(o, "processes", procs))
-		goto fail;
-	for (size_t m = 0; m < g->nmig; m++) {
-		const struct vd_mig *mi = &g->mig[m];
-		PyObject *d = PyDict_New();
-		int mm = mi->fields & VD_GPU_MEMORY;
-
-		if (!d || put(d, "uuid", PyUnicode_FromString(mi->uuid)) ||
-		    put(d, "gi", PyLong_FromUnsignedLong(mi->gi)) ||
-		    put(d, "ci", PyLong_FromUnsignedLong(mi->ci)) ||
-		    put(d, "profile",
-			mi->profile[0] ? PyUnicode_FromString(mi->profile) :
-					 (Py_INCREF(Py_None), Py_None)) ||
-		    put(d, "memory_total_mib", known(mm, (long long)mi->memory_total_mib)) ||
-		    put(d, "memory_used_mib", known(mm, (long long)mi->memory_used_mib)) ||
-		    PyList_Append(migs, d = namespace(d))) {
-			Py_XDECREF(d);
-			goto fail;
-		}
-		Py_DECREF(d);
-	}
-	if (put(o, "mig", migs))
-		return Py_DECREF(o), NULL;
 	return namespace(o);
 fail:
 	Py_XDECREF(o);
+	Py_XDECREF(procs);
 	Py_XDECREF(migs);
 	return NULL;
 }
@@ -731,23 +822,32 @@ fail:
 static PyObject *devices(PyObject *self, PyObject *unused)
 {
 	struct vd_system *sys = NULL;
+	struct vd_leases *l = NULL;
+	struct vd_line *line = NULL;
+	struct vd_resolution *res = NULL;
+	enum vd_order order = VD_ORDER_FASTEST;
 	PyObject *list;
 
 	(void)self;
 	(void)unused;
 	if (snapshot(&sys))
 		return NULL;
-	list = PyList_New(0);
-	for (size_t i = 0; list && i < sys->ngpus; i++) {
-		PyObject *g = gpu_object(&sys->gpus[i]);
-
-		if (!g || PyList_Append(list, g)) {
-			Py_XDECREF(g);
-			Py_CLEAR(list);
-		} else {
-			Py_DECREF(g);
-		}
+	vd_order_parse(&order, getenv("CUDA_DEVICE_ORDER"));
+	if (vd_visible_resolve(&res, sys, getenv("CUDA_VISIBLE_DEVICES"), order)) {
+		vd_system_free(sys);
+		return PyErr_NoMemory();
 	}
+	/* as list: the GPUs are worth describing even when the leases cannot be read */
+	if (vd_leases_read(&l, vd_lease_dir(), sys) == 0 &&
+	    vd_line_read(&line, vd_lease_dir()) == 0 && vd_line_plan(line, sys, l) == 0)
+		vd_line_holds(l, line, sys);
+	list = PyList_New(0);
+	for (size_t i = 0; list && i < sys->ngpus; i++)
+		if (append(list, gpu_object(sys, i, l, res)))
+			Py_CLEAR(list);
+	vd_line_free(line);
+	vd_leases_free(l);
+	vd_resolution_free(res);
 	vd_system_free(sys);
 	return list;
 }
@@ -827,10 +927,11 @@ static PyObject *resolve(PyObject *self, PyObject *args, PyObject *kw)
 	return namespace(o);
 }
 
-PyDoc_STRVAR(leases_doc, "leases()\n--\n\n"
-			 "The live leases of the lease directory (VISDEV_LEASE_DIR), as `visdev "
-			 "leases --json`:\nobjects with uuid, user, uid, pid, pgid, command, since "
-			 "(seconds since the epoch),\nmode ('exclusive' or 'shared') and mem_mib.");
+PyDoc_STRVAR(leases_doc,
+	     "leases()\n--\n\n"
+	     "The live leases of the lease directory (VISDEV_LEASE_DIR), as `visdev "
+	     "leases --json`:\nobjects with uuid, user, uid, pid, pgid, command, since "
+	     "(ISO 8601, with its offset),\nmode ('exclusive' or 'shared') and mem_mib.");
 
 static PyObject *leases(PyObject *self, PyObject *unused)
 {
@@ -845,30 +946,14 @@ static PyObject *leases(PyObject *self, PyObject *unused)
 		return raise_library(err);
 	list = PyList_New(0);
 	for (size_t i = 0; list && i < l->n; i++) {
-		const struct vd_lease_holder *h = &l->holders[i];
-		PyObject *d = PyDict_New();
+		PyObject *d = lease_dict(&l->holders[i]);
 
-		if (!d || put(d, "uuid", PyUnicode_FromString(h->uuid)) ||
-		    put(d, "user", PyUnicode_FromString(h->user)) ||
-		    put(d, "uid", PyLong_FromUnsignedLong(h->uid)) ||
-		    put(d, "pid", PyLong_FromLong(h->pid)) ||
-		    put(d, "pgid", PyLong_FromLong(h->pgid)) ||
-		    put(d, "command",
-			PyUnicode_DecodeUTF8(h->command, (Py_ssize_t)strlen(h->command),
-					     "replace")) ||
-		    put(d, "since", PyLong_FromLongLong(h->since)) ||
-		    put(d, "mode",
-			PyUnicode_FromString(h->mode == VD_LEASE_SHARED ? "shared" :
-									  "exclusive")) ||
-		    put(d, "mem_mib",
-			h->mode == VD_LEASE_SHARED ? PyLong_FromUnsignedLongLong(h->mem_mib) :
-						     (Py_INCREF(Py_None), Py_None)) ||
-		    PyList_Append(list, d = namespace(d))) {
+		if (!d || put(d, "uuid", PyUnicode_FromString(l->holders[i].uuid))) {
 			Py_XDECREF(d);
 			Py_CLEAR(list);
-			break;
+		} else if (append(list, namespace(d))) {
+			Py_CLEAR(list);
 		}
-		Py_DECREF(d);
 	}
 	vd_leases_free(l);
 	return list;

@@ -291,6 +291,36 @@ def test_reading_devices_resolve_and_leases(env):
     assert lines[1] == "NVIDIA GeForce RTX 3090"
 
 
+def test_devices_is_lists_model_key_for_key_and_value_for_value(env):
+    for fixture in ("mig.json", "mixed.json"):
+        h = dict(env, VISDEV_FIXTURE=os.path.join(FIXTURES, fixture))
+        e = dict(h, CUDA_VISIBLE_DEVICES="1")
+        holder = start(h, """
+            import visdev, time
+            lease = visdev.acquire()
+            print("held", flush=True)
+            time.sleep(60)
+        """)
+        assert holder.stdout.readline().strip() == "held"
+        out = py(e, """
+            import json, visdev
+            from types import SimpleNamespace
+            def plain(o):
+                if isinstance(o, SimpleNamespace):
+                    return {k: plain(v) for k, v in vars(o).items()}
+                return [plain(v) for v in o] if isinstance(o, list) else o
+            print(json.dumps([plain(g) for g in visdev.devices()]))
+        """)
+        listed = subprocess.run([os.path.join(BUILD, "visdev"), "list", "--json"], env=e,
+                                capture_output=True, text=True, check=True)
+        holder.kill()
+        holder.wait()
+        assert out.returncode == 0, out.stderr
+        got, want = json.loads(out.stdout), json.loads(listed.stdout)["gpus"]
+        assert got == want
+        assert sum(len(g["leases"]) + sum(len(m["leases"]) for m in g["mig"]) for g in got) == 1
+
+
 def test_no_reference_leak_over_10000_devices_calls(env):
     out = py(env, """
         import sys, visdev

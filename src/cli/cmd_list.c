@@ -70,16 +70,8 @@ static int state_free(const struct state *s)
 /* What a --mem request could still reserve: 0 where no shared request may go. */
 static json_t *json_reservable(const struct state *s)
 {
-	if (!s->known)
-		return json_null();
-	switch (s->st.state) {
-	case VD_STATE_FREE:
-	case VD_STATE_SHARED:
-	case VD_STATE_BUSY:
-		return s->st.free_mib < 0 ? json_null() : json_integer(s->st.free_mib);
-	default:
-		return json_integer(0);
-	}
+	return s->known && s->st.reservable_mib >= 0 ? json_integer(s->st.reservable_mib) :
+						       json_null();
 }
 
 /* "state", "reservable_mib" and "unexplained_mib" of a device. */

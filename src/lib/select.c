@@ -1085,5 +1085,10 @@ int vd_device_status(struct vd_device_status *out, const struct vd_system *sys,
 		out->state = VD_STATE_BUSY;
 	else
 		out->state = VD_STATE_FREE;
+	/* a shared request may go where it may fill the memory left: not where a lease is */
+	out->reservable_mib = out->state == VD_STATE_FREE || out->state == VD_STATE_SHARED ||
+					      out->state == VD_STATE_BUSY ?
+				      out->free_mib :
+				      0;
 	return 0;
 }
