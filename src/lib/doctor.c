@@ -312,14 +312,10 @@ int vd_doctor_env(struct vd_findings *out, const struct vd_system *sys, char *co
 	int err = 0;
 
 	for (size_t i = 0; env && env[i] && !err; i++) {
-		const char *eq = strchr(env[i], '=');
 		char name[64];
 
-		if (!eq || (size_t)(eq - env[i]) >= sizeof(name))
-			continue;
-		memcpy(name, env[i], (size_t)(eq - env[i]));
-		name[eq - env[i]] = '\0';
-		err = check_name(out, name, where);
+		if (env_split(name, sizeof(name), env[i]))
+			err = check_name(out, name, where);
 	}
 	if (!err && vd_order_parse(&order, order_text))
 		err = vd_findings_add(out, "order-unknown", VD_SEVERITY_ERROR, where,

@@ -249,6 +249,17 @@ static const char *const watched[] = {
 	"NVIDIA_VISIBLE_DEVICES",
 };
 
+const char *env_split(char *name, size_t n, const char *entry)
+{
+	const char *eq = strchr(entry, '=');
+
+	if (!eq || (size_t)(eq - entry) >= n)
+		return NULL;
+	memcpy(name, entry, (size_t)(eq - entry));
+	name[eq - entry] = '\0';
+	return eq + 1;
+}
+
 /* Other vendors' variables, as near to the watched ones as a misspelling: not one. */
 static const char *const others[] = {
 	"MUSA_VISIBLE_DEVICES", /* Moore Threads' GPUs */
@@ -322,19 +333,17 @@ int vd_env_check(char ***out, size_t *nout, char *const *env)
 	*out = NULL;
 	*nout = 0;
 	for (size_t i = 0; env && env[i] && !err; i++) {
-		const char *eq = strchr(env[i], '=');
 		char name[64];
+		const char *value = env_split(name, sizeof(name), env[i]);
 
-		if (!eq || (size_t)(eq - env[i]) >= sizeof(name))
+		if (!value)
 			continue;
-		memcpy(name, env[i], (size_t)(eq - env[i]));
-		name[eq - env[i]] = '\0';
 		if (!strcmp(name, "CUDA_VISIBLE_DEVICES"))
-			err = check_value(&list, &n, eq + 1);
+			err = check_value(&list, &n, value);
 		else if (!strcmp(name, "CUDA_DEVICE_ORDER")) {
 			enum vd_order order;
 
-			if (vd_order_parse(&order, eq + 1))
+			if (vd_order_parse(&order, value))
 				err = strings_push(&list, &n, "%s", vd_error_last());
 		} else
 			err = check_name(&list, &n, name);

@@ -33,6 +33,12 @@ void user_name(char *out, size_t n, uid_t uid);
 size_t str_distance(const char *a, const char *b, int fold_case);
 
 /*
+ * A "NAME=value" entry of an environment: NAME into name (of n bytes), and
+ * the value; NULL when the entry has no '=' or a name too long to be one.
+ */
+const char *env_split(char *name, size_t n, const char *entry);
+
+/*
  * The variable (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, NVIDIA_VISIBLE_DEVICES)
  * that name misspells, within two edits or a change of case, or NULL; with
  * case_only, whether case alone differs.
