@@ -9,6 +9,7 @@
 #include <structmember.h>
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,14 +24,20 @@ static PyObject *Error, *NoFitError, *TooLateError, *ArgumentError;
  * the same process chooses under the former, not under its own choice.
  */
 static int wrote;
-static char *given, *written;
+static char *given, *given_order, *written;
 
-/* The restriction a choice is made under: the parent's, not one of ours. */
-static const char *restriction(void)
+/*
+ * The restriction a choice is made under, and the order its ordinals count
+ * in: the parent's, not one of ours (ours is always in PCI bus order).
+ */
+static const char *restriction(enum vd_order *order)
 {
 	const char *now = getenv("CUDA_VISIBLE_DEVICES");
+	int ours = wrote && now && written && !strcmp(now, written);
 
-	return wrote && now && written && !strcmp(now, written) ? given : now;
+	*order = VD_ORDER_FASTEST;
+	vd_order_parse(order, ours ? given_order : getenv("CUDA_DEVICE_ORDER"));
+	return ours ? given : now;
 }
 
 /* Which backend: the environment's (VISDEV_FIXTURE, VISDEV_NVML_LIB), or the one chosen. */
@@ -47,6 +54,16 @@ static PyObject *raise_library(int err)
 	return NULL;
 }
 
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static int name_helper(void);
+
 /* A snapshot of the machine from the backend chosen. */
 static int snapshot(struct vd_system **out)
 {
@@ -54,6 +71,10 @@ static int snapshot(struct vd_system **out)
 	struct vd_backend *b = NULL;
 	int err;
 
+	if (name_helper()) {
+		PyErr_NoMemory();
+		return VD_ENOMEM;
+	}
 	opts.demo = use_demo_flag;
 	opts.fixture = fixture_path;
 	opts.use_env = 1;
@@ -191,14 +212,29 @@ static int too_late(char *why, size_t n)
 
 typedef struct {
 	PyObject_HEAD struct vd_lease *lease; /* NULL: released, or the CPU */
-	PyObject *devices;		      /* list of dicts */
-	PyObject *env;			      /* dict of what was written into os.environ */
-	PyObject *value;		      /* CUDA_VISIBLE_DEVICES */
+	int released;
+	PyObject *devices; /* list of dicts */
+	PyObject *env;	   /* dict of what was written into os.environ */
+	PyObject *value;   /* CUDA_VISIBLE_DEVICES */
 } LeaseObject;
+
+/*
+ * Leases whose objects are gone unreleased: the GPUs stay this process's
+ * until it ends, as the contract says, however the object was dropped.
+ */
+static struct vd_lease **kept;
+static size_t nkept;
 
 static void lease_dealloc(LeaseObject *self)
 {
-	vd_lease_free(self->lease);
+	struct vd_lease **more = self->lease ? realloc(kept, (nkept + 1) * sizeof(*kept)) : NULL;
+
+	if (more) {
+		kept = more;
+		kept[nkept++] = self->lease;
+	} else {
+		vd_lease_free(self->lease); /* out of memory: let go rather than lose it */
+	}
 	Py_XDECREF(self->devices);
 	Py_XDECREF(self->env);
 	Py_XDECREF(self->value);
@@ -210,6 +246,7 @@ static PyObject *lease_release(LeaseObject *self, PyObject *unused)
 	(void)unused;
 	vd_lease_free(self->lease);
 	self->lease = NULL;
+	self->released = 1;
 	Py_RETURN_NONE;
 }
 
@@ -229,22 +266,23 @@ static PyObject *lease_exit(LeaseObject *self, PyObject *args)
 static PyObject *lease_repr(LeaseObject *self)
 {
 	return PyUnicode_FromFormat("<visdev.Lease CUDA_VISIBLE_DEVICES=%R%s>", self->value,
-				    self->lease || PyList_Size(self->devices) == 0 ? "" :
-										     " released");
+				    self->released ? " released" : "");
 }
 
 static PyObject *lease_get_released(LeaseObject *self, void *closure)
 {
 	(void)closure;
-	return PyBool_FromLong(!self->lease && PyList_Size(self->devices) > 0);
+	return PyBool_FromLong(self->released);
 }
 
 static PyMethodDef lease_methods[] = {
 	{ "release", (PyCFunction)lease_release, METH_NOARGS,
-	  "release()\n--\n\nLets go of the GPUs now (also at the end of a with block, "
+	  "release($self, /)\n--\n\nLets go of the GPUs now (also at the end of a with block, "
 	  "or of the process). The environment is left as it is." },
-	{ "__enter__", (PyCFunction)lease_enter, METH_NOARGS, NULL },
-	{ "__exit__", (PyCFunction)lease_exit, METH_VARARGS, NULL },
+	{ "__enter__", (PyCFunction)lease_enter, METH_NOARGS,
+	  "__enter__($self, /)\n--\n\nThe lease itself, for a with block." },
+	{ "__exit__", (PyCFunction)lease_exit, METH_VARARGS,
+	  "__exit__($self, *exc)\n--\n\nReleases the lease at the end of a with block." },
 	{ NULL, NULL, 0, NULL },
 };
 
@@ -356,6 +394,23 @@ static void raise_nofit(const struct vd_system *sys, const struct vd_choice *cho
 	Py_DECREF(reasons);
 }
 
+/* A text argument (None: NULL) as UTF-8 without a NUL; ArgumentError otherwise. */
+static int text_arg(const char **out, PyObject *o, const char *what)
+{
+	Py_ssize_t len;
+
+	*out = NULL;
+	if (o == Py_None)
+		return 0;
+	if (PyUnicode_Check(o) && (*out = PyUnicode_AsUTF8AndSize(o, &len)) &&
+	    strlen(*out) == (size_t)len)
+		return 0;
+	PyErr_Clear();
+	PyErr_Format(ArgumentError, "%s is text (a str without NUL or lone surrogates)", what);
+	*out = NULL;
+	return -1;
+}
+
 /* The selection options from acquire's arguments. Returns 0, or -1 with a Python error. */
 struct request {
 	struct vd_select_options opts;
@@ -363,16 +418,19 @@ struct request {
 	double wait; /* seconds; -1 for ever; -2 no wait */
 };
 
-static int read_request(struct request *r, unsigned long n, PyObject *min_free, PyObject *max_util,
+static int read_request(struct request *r, PyObject *n, PyObject *min_free, PyObject *max_util,
 			const char *model, PyObject *exclude, const char *policy, PyObject *mem,
 			PyObject *wait)
 {
+	long count = n ? (PyLong_Check(n) && !PyBool_Check(n) ? PyLong_AsLong(n) : -1) : 1;
+
 	vd_select_options_init(&r->opts);
-	r->opts.n = (unsigned)n;
-	if (n == 0 || n > 4096) {
-		PyErr_SetString(ArgumentError, "n is how many GPUs: from 1");
+	if (count < 1 || count > 4096) {
+		PyErr_Clear();
+		PyErr_SetString(ArgumentError, "n is how many GPUs: a whole number from 1");
 		return -1;
 	}
+	r->opts.n = (unsigned)count;
 	if (parse_size(&r->opts.min_free_mib, min_free, "min_free") ||
 	    parse_size(&r->opts.mem_mib, mem, "mem"))
 		return -1;
@@ -395,14 +453,17 @@ static int read_request(struct request *r, unsigned long n, PyObject *min_free, 
 		PyObject *seq = PySequence_Fast(exclude, "exclude is a list of GPU indices");
 		Py_ssize_t k;
 
-		if (!seq)
+		if (!seq) {
+			PyErr_Clear();
+			PyErr_SetString(ArgumentError, "exclude is a list of GPU indices, from 0");
 			return -1;
+		}
 		k = PySequence_Fast_GET_SIZE(seq);
 		r->exclude = calloc((size_t)k + 1, sizeof(*r->exclude));
 		for (Py_ssize_t i = 0; r->exclude && i < k; i++) {
 			long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
 
-			if (v < 0 || PyErr_Occurred()) {
+			if (v < 0 || v > 1000000 || PyErr_Occurred()) {
 				PyErr_Clear();
 				PyErr_SetString(ArgumentError,
 						"exclude is a list of GPU indices, from 0");
@@ -424,7 +485,7 @@ static int read_request(struct request *r, unsigned long n, PyObject *min_free, 
 		r->wait = -1;
 	else if (wait != Py_None && wait != Py_False) {
 		r->wait = PyFloat_AsDouble(wait);
-		if (PyErr_Occurred() || r->wait < 0) {
+		if (PyErr_Occurred() || !(r->wait >= 0) || r->wait > 1e9) {
 			PyErr_Clear();
 			PyErr_SetString(ArgumentError,
 					"wait is True (for ever) or a number of seconds");
@@ -446,7 +507,7 @@ static int take(struct vd_lease **out, struct vd_system **sys, struct vd_choice 
 	struct vd_waiter *w = NULL;
 	struct vd_resolution *parent = NULL;
 	const char *dir = vd_lease_dir();
-	double waited = 0;
+	double start = now_s();
 	int err = 0;
 
 	if (r->wait != -2 && (err = vd_waiter_new(&w, dir)) != 0) {
@@ -454,7 +515,8 @@ static int take(struct vd_lease **out, struct vd_system **sys, struct vd_choice 
 		return -1;
 	}
 	for (;;) {
-		enum vd_order order = VD_ORDER_FASTEST;
+		enum vd_order order;
+		const char *value;
 
 		vd_resolution_free(parent);
 		parent = NULL;
@@ -466,8 +528,8 @@ static int take(struct vd_lease **out, struct vd_system **sys, struct vd_choice 
 			err = -1;
 			break;
 		}
-		vd_order_parse(&order, getenv("CUDA_DEVICE_ORDER"));
-		err = vd_visible_resolve(&parent, *sys, restriction(), order);
+		value = restriction(&order);
+		err = vd_visible_resolve(&parent, *sys, value, order);
 		if (!err) {
 			Py_BEGIN_ALLOW_THREADS err =
 				w ? vd_waiter_acquire(w, out, choice, *sys, parent, &r->opts,
@@ -476,18 +538,26 @@ static int take(struct vd_lease **out, struct vd_system **sys, struct vd_choice 
 						     command);
 			Py_END_ALLOW_THREADS
 		}
-		if (err == VD_EBUSY && waited < 2) {
-			/* the allocation lock held by another for a moment: once more */
-			waited += 0.05;
+		/* a signal (Ctrl-C) while the lock was awaited: KeyboardInterrupt, or again */
+		if (err == VD_EINTR) {
+			if (PyErr_CheckSignals()) {
+				err = -1;
+				break;
+			}
 			continue;
 		}
+		/* the allocation lock held by another for a moment: as run, 2 s (or the wait) */
+		if (err == VD_EBUSY && now_s() - start < (r->wait == -1 ? 1e18 :
+							  r->wait > 2	? r->wait :
+									  2))
+			continue;
 		if (err != VD_ENOFIT || !w || (*choice)->never ||
-		    (r->wait >= 0 && waited >= r->wait))
+		    (r->wait >= 0 && now_s() - start >= r->wait))
 			break;
 		/* in line: wait for a turn, a second at most between looks */
 		Py_BEGIN_ALLOW_THREADS err = vd_waiter_wait(w, 1000);
-		Py_END_ALLOW_THREADS waited += 1;
-		if (PyErr_CheckSignals()) {
+		Py_END_ALLOW_THREADS if (PyErr_CheckSignals())
+		{
 			err = -1;
 			break;
 		}
@@ -540,10 +610,10 @@ static PyObject *acquire(PyObject *self, PyObject *args, PyObject *kw)
 {
 	static char *names[] = { "n",	   "min_free", "max_util", "model",  "exclude",
 				 "policy", "mem",      "wait",	   "or_cpu", NULL };
-	unsigned long n = 1;
-	PyObject *min_free = Py_None, *max_util = Py_None, *exclude = Py_None, *mem = Py_None,
-		 *wait = Py_None;
+	PyObject *n = NULL, *min_free = Py_None, *max_util = Py_None, *exclude = Py_None,
+		 *mem = Py_None, *wait = Py_None, *model_obj = Py_None, *policy_obj = Py_None;
 	const char *model = NULL, *policy = NULL;
+	enum vd_order order;
 	int or_cpu = 0, err;
 	struct request r = { 0 };
 	struct vd_system *sys = NULL;
@@ -555,10 +625,11 @@ static PyObject *acquire(PyObject *self, PyObject *args, PyObject *kw)
 	size_t ndevs;
 
 	(void)self;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "|k$OOzOzOOp", names, &n, &min_free, &max_util,
-					 &model, &exclude, &policy, &mem, &wait, &or_cpu))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$OOOOOOOp", names, &n, &min_free, &max_util,
+					 &model_obj, &exclude, &policy_obj, &mem, &wait, &or_cpu))
 		return NULL;
-	if (read_request(&r, n, min_free, max_util, model, exclude, policy, mem, wait))
+	if (text_arg(&model, model_obj, "model") || text_arg(&policy, policy_obj, "policy") ||
+	    read_request(&r, n, min_free, max_util, model, exclude, policy, mem, wait))
 		goto out;
 	err = too_late(why, sizeof(why));
 	if (err) {
@@ -582,6 +653,7 @@ static PyObject *acquire(PyObject *self, PyObject *args, PyObject *kw)
 	if (!obj)
 		goto out;
 	obj->lease = NULL;
+	obj->released = 0;
 	obj->devices = PyList_New(0);
 	obj->env = PyDict_New();
 	obj->value = NULL;
@@ -596,7 +668,7 @@ static PyObject *acquire(PyObject *self, PyObject *args, PyObject *kw)
 		devs = vd_lease_devices(lease, &ndevs);
 		/* UUIDs under a parent's restriction: they mean the same in any order */
 		err = vd_child_value(&value, sys, NULL, devs, ndevs,
-				     restriction() ? VD_FORMAT_UUID : -1);
+				     restriction(&order) ? VD_FORMAT_UUID : -1);
 		if (err) {
 			raise_library(err);
 			goto fail;
@@ -616,9 +688,10 @@ static PyObject *acquire(PyObject *self, PyObject *args, PyObject *kw)
 		goto fail;
 	}
 	if (!wrote) {
-		const char *now = getenv("CUDA_VISIBLE_DEVICES");
+		const char *now = getenv("CUDA_VISIBLE_DEVICES"), *o = getenv("CUDA_DEVICE_ORDER");
 
 		given = now ? strdup(now) : NULL;
+		given_order = o ? strdup(o) : NULL;
 		wrote = 1;
 	}
 	free(written);
@@ -772,11 +845,11 @@ static PyObject *gpu_object(const struct vd_system *sys, size_t i, const struct 
 {
 	const struct vd_gpu *g = &sys->gpus[i];
 	struct vd_device_ref whole = { (unsigned)i, -1 };
-	PyObject *o = PyDict_New(), *procs = NULL, *migs = PyList_New(0);
+	PyObject *o = PyDict_New(), *procs, *migs;
 	int mem = g->fields & VD_GPU_MEMORY;
 
-	if (!o || !migs)
-		goto fail;
+	if (!o)
+		return NULL;
 	if (g->fields & VD_GPU_PROCESSES) {
 		procs = PyList_New(0);
 		for (size_t k = 0; procs && k < g->nprocesses; k++)
@@ -786,11 +859,13 @@ static PyObject *gpu_object(const struct vd_system *sys, size_t i, const struct 
 		procs = Py_None;
 		Py_INCREF(procs);
 	}
-	for (size_t m = 0; m < g->nmig; m++)
+	migs = PyList_New(0);
+	for (size_t m = 0; migs && m < g->nmig; m++)
 		if (append(migs,
 			   mig_object(sys, l, res, (struct vd_device_ref){ (unsigned)i, (int)m })))
-			goto fail;
-	if (!procs || put(o, "index", PyLong_FromUnsignedLong(g->index)) ||
+			Py_CLEAR(migs);
+	/* put() takes its value, even when it fails: nothing to let go of after it */
+	if (!procs || !migs || put(o, "index", PyLong_FromUnsignedLong(g->index)) ||
 	    put(o, "uuid", PyUnicode_FromString(g->uuid)) ||
 	    put(o, "name", PyUnicode_DecodeUTF8(g->name, (Py_ssize_t)strlen(g->name), "replace")) ||
 	    put(o, "pci_bus_id", PyUnicode_FromString(g->pci_bus_id)) ||
@@ -804,19 +879,23 @@ static PyObject *gpu_object(const struct vd_system *sys, size_t i, const struct 
 		(g->fields & VD_GPU_POWER) ? PyFloat_FromDouble(g->power_mw / 1000.0) :
 					     (Py_INCREF(Py_None), Py_None)) ||
 	    put(o, "numa_node", known(g->fields & VD_GPU_NUMA, g->numa_node)) ||
-	    put(o, "cuda_rank", known(g->fields & VD_GPU_CUDA_RANK, g->cuda_rank)) ||
-	    put(o, "processes", procs) || put(o, "mig_mode", PyBool_FromLong(g->mig_mode)) ||
-	    put(o, "mig", migs) || put(o, "cuda", cuda_of(res, whole)) ||
-	    put(o, "leases", leases_on(l, g->uuid))) {
-		procs = migs = NULL; /* put() took them, or they are gone */
-		goto fail;
+	    put(o, "cuda_rank", known(g->fields & VD_GPU_CUDA_RANK, g->cuda_rank))) {
+		Py_XDECREF(procs);
+		Py_XDECREF(migs);
+		Py_DECREF(o);
+		return NULL;
+	}
+	if (put(o, "processes", procs)) {
+		Py_DECREF(migs);
+		Py_DECREF(o);
+		return NULL;
+	}
+	if (put(o, "mig_mode", PyBool_FromLong(g->mig_mode)) || put(o, "mig", migs) ||
+	    put(o, "cuda", cuda_of(res, whole)) || put(o, "leases", leases_on(l, g->uuid))) {
+		Py_DECREF(o);
+		return NULL;
 	}
 	return namespace(o);
-fail:
-	Py_XDECREF(o);
-	Py_XDECREF(procs);
-	Py_XDECREF(migs);
-	return NULL;
 }
 
 static PyObject *devices(PyObject *self, PyObject *unused)
@@ -838,9 +917,17 @@ static PyObject *devices(PyObject *self, PyObject *unused)
 		return PyErr_NoMemory();
 	}
 	/* as list: the GPUs are worth describing even when the leases cannot be read */
-	if (vd_leases_read(&l, vd_lease_dir(), sys) == 0 &&
-	    vd_line_read(&line, vd_lease_dir()) == 0 && vd_line_plan(line, sys, l) == 0)
+	if (vd_leases_read(&l, vd_lease_dir(), sys)) {
+		/* as list says on stderr: the states are then those of no lease at all */
+		if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "leases unknown: %s",
+				     vd_error_last())) {
+			vd_resolution_free(res);
+			vd_system_free(sys);
+			return NULL;
+		}
+	} else if (vd_line_read(&line, vd_lease_dir()) == 0 && vd_line_plan(line, sys, l) == 0) {
 		vd_line_holds(l, line, sys);
+	}
 	list = PyList_New(0);
 	for (size_t i = 0; list && i < sys->ngpus; i++)
 		if (append(list, gpu_object(sys, i, l, res)))
@@ -866,13 +953,14 @@ static PyObject *resolve(PyObject *self, PyObject *args, PyObject *kw)
 	enum vd_order order = VD_ORDER_FASTEST;
 	struct vd_resolution *res = NULL;
 	struct vd_system *sys = NULL;
-	PyObject *o = NULL, *devs = NULL, *warns = NULL;
+	PyObject *o = NULL, *devs = NULL, *warns = NULL, *value_obj = Py_None, *order_obj = Py_None;
 	int err;
 
 	(void)self;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "|zz", names, &value, &order_text))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|OO", names, &value_obj, &order_obj) ||
+	    text_arg(&value, value_obj, "value") || text_arg(&order_text, order_obj, "order"))
 		return NULL;
-	if (!PyTuple_Size(args) && !(kw && PyDict_GetItemString(kw, "value")))
+	if (!value)
 		value = getenv("CUDA_VISIBLE_DEVICES");
 	if (order_text && strcmp(order_text, "pci") && strcmp(order_text, "fastest")) {
 		PyErr_Format(ArgumentError, "order is 'pci' or 'fastest', not '%s'", order_text);
@@ -895,13 +983,12 @@ static PyObject *resolve(PyObject *self, PyObject *args, PyObject *kw)
 	for (size_t i = 0; devs && i < res->ndevices; i++) {
 		PyObject *d = device_dict(sys, res->devices[i]);
 
-		if (!d || put(d, "cuda", PyLong_FromSize_t(i)) ||
-		    PyList_Append(devs, d = namespace(d))) {
+		if (!d || put(d, "cuda", PyLong_FromSize_t(i))) {
 			Py_XDECREF(d);
 			Py_CLEAR(devs);
-			break;
+		} else if (append(devs, namespace(d))) {
+			Py_CLEAR(devs);
 		}
-		Py_DECREF(d);
 	}
 	for (size_t i = 0; warns && i < res->nwarnings; i++) {
 		PyObject *s = PyUnicode_FromString(res->warnings[i]);
@@ -973,14 +1060,29 @@ static PyObject *use_demo(PyObject *self, PyObject *unused)
 
 static PyObject *use_fixture(PyObject *self, PyObject *arg)
 {
+	PyObject *bytes = NULL;
 	const char *path;
+	FILE *f;
 
 	(void)self;
-	path = PyUnicode_AsUTF8(arg);
-	if (!path)
+	/* a str or a path-like object, as open() takes */
+	if (!PyUnicode_FSConverter(arg, &bytes)) {
+		PyErr_Clear();
+		PyErr_SetString(ArgumentError,
+				"use_fixture takes a path: a str or a path-like object");
 		return NULL;
+	}
+	path = PyBytes_AsString(bytes);
+	f = fopen(path, "re");
+	if (!f) {
+		PyErr_Format(Error, "cannot read fixture '%s': %s", path, strerror(errno));
+		Py_DECREF(bytes);
+		return NULL;
+	}
+	fclose(f);
 	free(fixture_path);
 	fixture_path = strdup(path);
+	Py_DECREF(bytes);
 	use_demo_flag = 0;
 	if (!fixture_path)
 		return PyErr_NoMemory();
@@ -1004,15 +1106,38 @@ static PyObject *cuda_helper(PyObject *self, PyObject *args)
  */
 static int name_helper(void)
 {
-	static const char code[] = "import sys; from visdev._visdev import _cuda_helper; "
-				   "_cuda_helper(*sys.argv[1:])";
+	static int named;
+	PyObject *modules = PyImport_GetModuleDict(), *mod, *file = NULL, *dir = NULL, *code = NULL;
 	PyObject *exe = PySys_GetObject("executable"); /* borrowed */
 	const char *path = exe && PyUnicode_Check(exe) ? PyUnicode_AsUTF8(exe) : NULL;
-	const char *argv[] = { path, "-c", code, NULL };
+	int err = 0;
 
-	if (!path || !*path)
+	if (named++ || !path || !*path)
 		return 0; /* embedded, no python to start: the library forks as it would */
-	return vd_cuda_set_helper(argv) ? -1 : 0;
+	/* the folder the visdev package is in, whatever put it on sys.path */
+	mod = modules ? PyDict_GetItemString(modules, "visdev._visdev") : NULL;
+	file = mod ? PyObject_GetAttrString(mod, "__file__") : NULL;
+	if (file && PyUnicode_Check(file)) {
+		PyObject *os = PyImport_ImportModule("os.path");
+
+		dir = os ? PyObject_CallMethod(os, "dirname", "O", file) : NULL;
+		Py_XSETREF(dir, dir ? PyObject_CallMethod(os, "dirname", "O", dir) : NULL);
+		Py_XDECREF(os);
+	}
+	PyErr_Clear();
+	code = PyUnicode_FromFormat("import sys; sys.path.insert(0, %R); from visdev._visdev "
+				    "import _cuda_helper; _cuda_helper(*sys.argv[1:])",
+				    dir ? dir : Py_None);
+	if (code && PyUnicode_AsUTF8(code)) {
+		const char *argv[] = { path, "-c", PyUnicode_AsUTF8(code), NULL };
+
+		err = vd_cuda_set_helper(argv);
+	}
+	PyErr_Clear();
+	Py_XDECREF(code);
+	Py_XDECREF(dir);
+	Py_XDECREF(file);
+	return err;
 }
 
 static PyMethodDef methods[] = {
@@ -1045,13 +1170,13 @@ PyMODINIT_FUNC PyInit__visdev(void)
 {
 	PyObject *m = PyModule_Create(&module);
 
-	if (!m || PyType_Ready(&LeaseType) < 0)
+	if (!m)
 		return NULL;
-	if (name_helper()) {
-		PyErr_NoMemory();
+	if (PyType_Ready(&LeaseType) < 0) {
 		Py_DECREF(m);
 		return NULL;
 	}
+
 	Error = PyErr_NewExceptionWithDoc("visdev.Error", "Every error of visdev's.", NULL, NULL);
 	NoFitError = PyErr_NewExceptionWithDoc(
 		"visdev.NoFitError", "No GPU fits the request; .reasons says why, per GPU.", Error,

@@ -254,7 +254,10 @@ def test_with_threads_the_cuda_driver_is_asked_in_a_helper_not_a_forked_copy(env
                MOCK_NVML_FIXTURE=os.path.join(FIXTURES, "mixed.json"),
                XDG_CACHE_HOME=str(tmp_path / "cache"), MOCK_CUDA_LOG=str(tmp_path / "log"))
     del env["VISDEV_FIXTURE"]
-    out = py(env, """
+    # found through sys.path, not PYTHONPATH: the helper must find it all the same
+    lib = env.pop("PYTHONPATH")
+    out = py(env, f"""
+        import sys; sys.path.insert(0, {lib!r})
         import threading, time, visdev
         stop = False
         def spin():
@@ -368,3 +371,88 @@ def test_the_example_setup_gpu_leases_or_falls_back_to_the_cpu(env, tmp_path):
                          text=True, timeout=60)
     assert out.stdout.splitlines()[0] == "no GPU has 100G free: training on the CPU"
     assert "RuntimeWarning" in out.stderr
+
+
+def test_a_second_acquire_stays_within_the_parents_restriction_and_its_order(env):
+    # engine.json: CUDA's fastest-first order differs from PCI order; ordinal 3 is GPU 0
+    e = dict(env, VISDEV_FIXTURE=os.path.join(FIXTURES, "engine.json"), CUDA_VISIBLE_DEVICES="3")
+    out = py(e, """
+        import visdev
+        a = visdev.acquire(); first = a.devices[0]["index"]; a.release()
+        b = visdev.acquire(); print(first, b.devices[0]["index"])
+    """)
+    assert out.stdout.split() == ["0", "0"], out.stderr
+
+
+def test_a_lease_dropped_unreleased_lasts_as_long_as_the_process(env):
+    out = py(env, """
+        import gc, visdev
+        def setup():
+            visdev.acquire()   # the Lease object is dropped here
+        setup(); gc.collect()
+        kept = len(visdev.leases())
+        lease = visdev.acquire(n=4, or_cpu=True)
+        lease.release()
+        print(kept, lease.released)
+    """)
+    assert out.stdout.split() == ["1", "True"], out.stderr
+
+
+def test_arguments_that_are_not_what_they_should_be_are_argument_errors(env, tmp_path):
+    out = py(env, f"""
+        import pathlib, visdev
+        for kw in ({{"n": 2**64 + 1}}, {{"n": "2"}}, {{"exclude": 5}}, {{"exclude": [2**32]}},
+                   {{"wait": float("nan")}}, {{"model": "A" + chr(0)}}, {{"model": chr(0xdcff)}}):
+            try:
+                visdev.acquire(**kw)
+                print("accepted", kw)
+            except visdev.ArgumentError:
+                print("refused")
+        try:
+            visdev.use_fixture("{tmp_path}/none.json")
+        except visdev.Error as e:
+            print("refused")
+        visdev.use_fixture(pathlib.Path("{FIXTURES}/eight.json"))
+        print(len(visdev.devices()))
+    """)
+    assert out.stdout.split() == ["refused"] * 8 + ["8"], out.stdout + out.stderr
+
+
+def test_resolve_none_is_the_environment_and_devices_warns_when_leases_are_unknown(env, tmp_path):
+    unsafe = tmp_path / "open"
+    unsafe.mkdir(mode=0o777)
+    unsafe.chmod(0o777)
+    e = dict(env, CUDA_VISIBLE_DEVICES="1", VISDEV_LEASE_DIR=str(unsafe))
+    out = py(e, """
+        import visdev, warnings
+        print(len(visdev.resolve().devices), len(visdev.resolve(None).devices), len(visdev.resolve("").devices))
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            visdev.devices()
+        print(w[0].category.__name__, str(w[0].message).startswith("leases unknown"))
+    """)
+    assert out.stdout.split() == ["1", "1", "0", "RuntimeWarning", "True"], out.stderr
+
+
+def test_ctrl_c_while_the_allocation_lock_is_awaited_is_a_keyboardinterrupt(env, tmp_path):
+    py(env, "import visdev; visdev.leases()")  # the lease directory, made
+    lock = os.path.join(env["VISDEV_LEASE_DIR"], ".alloc.lock")
+    holder = subprocess.Popen(["flock", lock, "sleep", "30"])
+    try:
+        p = start(env, """
+            import visdev
+            print("start", flush=True)
+            try:
+                visdev.acquire(wait=20)
+            except visdev.Error as e:
+                print("visdev.Error", e)
+            except KeyboardInterrupt:
+                print("interrupted")
+        """)
+        assert p.stdout.readline().strip() == "start"
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+        assert p.communicate(timeout=30)[0].strip() == "interrupted"
+    finally:
+        holder.kill()
+        holder.wait()
