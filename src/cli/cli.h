@@ -311,6 +311,13 @@ int cli_color_choice(const char *cmd, const char *when);
  */
 void cli_print_colored(int on, const char *sgr, int width, const char *s);
 
+/*
+ * The GPUs, their states, the leases and the line as Prometheus metrics
+ * (text exposition format) on stdout: prometheus.c, docs/prometheus.md.
+ */
+void cli_print_prometheus(const struct vd_system *sys, const struct vd_leases *leases,
+			  const struct vd_line *line);
+
 /* Prints what the engine found: warnings and the environment's near misses, as "note: ...". */
 void cli_print_notes(char *const *notes, size_t n);
 

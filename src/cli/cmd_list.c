@@ -13,7 +13,7 @@
 extern char **environ;
 
 static const char usage[] =
-	"usage: visdev list [--free] [--color WHEN] [--json]\n"
+	"usage: visdev list [--free] [--color WHEN] [--json | --format prometheus]\n"
 	"                   [--demo | --fixture FILE | --nvml-lib PATH]\n"
 	"\n"
 	"Lists every GPU (and MIG device): its state, model, memory, utilisation,\n"
@@ -31,12 +31,15 @@ static const char usage[] =
 	"  --free             only what a request could have now: free devices, and\n"
 	"                     shared ones with memory left (exit 3 when there is none)\n"
 	"  --color WHEN       colour the states: auto (on a terminal, unless NO_COLOR\n"
-	"                     is set), always or never\n" CLI_GLOBAL_USAGE;
+	"                     is set), always or never\n"
+	"  --format prometheus  the GPUs, states, leases and line as Prometheus metrics\n"
+	"                     (text exposition format, for a textfile collector)\n" CLI_GLOBAL_USAGE;
 
 /* clang-format off */
 static const struct option options[] = {
 	{ "free", no_argument, NULL, 'f' },
 	{ "color", required_argument, NULL, 'c' },
+	{ "format", required_argument, NULL, 'F' + 256 },
 	CLI_GLOBAL_OPTIONS
 };
 /* clang-format on */
@@ -467,13 +470,20 @@ int cmd_list(int argc, char **argv)
 	const char *color = NULL;
 	char **notes = NULL;
 	size_t nnotes = 0;
-	int rc, opt;
+	int rc, opt, prometheus = 0;
 
 	while ((opt = cli_getopt(argc, argv, "h", options)) != -1) {
 		if (opt == 'f')
 			t.only_free = 1;
 		else if (opt == 'c')
 			color = optarg;
+		else if (opt == 'F' + 256 && !strcmp(optarg, "prometheus"))
+			prometheus = 1;
+		else if (opt == 'F' + 256)
+			return cli_usage(argv[0],
+					 "--format takes prometheus, not '%s' (and --json "
+					 "gives JSON)",
+					 optarg);
 		else if (!cli_global_option(&g, opt, optarg))
 			return EXIT_USAGE;
 	}
@@ -481,6 +491,11 @@ int cmd_list(int argc, char **argv)
 		return EXIT_OK;
 	if (optind < argc)
 		return cli_usage(argv[0], "list takes no arguments ('%s' given)", argv[optind]);
+	if (prometheus && (g.json || t.only_free))
+		return cli_usage(argv[0],
+				 "--format prometheus describes every device: not with "
+				 "%s",
+				 g.json ? "--json" : "--free");
 	t.color = cli_color_choice(argv[0], color);
 	if (t.color < 0)
 		return EXIT_USAGE;
@@ -501,6 +516,10 @@ int cmd_list(int argc, char **argv)
 	}
 	if (g.json) {
 		rc = print_json(sys, res, leases, line, t.only_free);
+		goto out;
+	}
+	if (prometheus) {
+		cli_print_prometheus(sys, leases, line);
 		goto out;
 	}
 	t.sys = sys;

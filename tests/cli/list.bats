@@ -344,3 +344,34 @@ on_terminal() {
 	tmux -L "$sock" kill-server 2>/dev/null || true
 	printf '%s\n' "$screen"
 }
+
+@test "list --format prometheus: the format's rules hold, states, leases and the line are there, labels escaped" {
+	run_check() { python3 "$BATS_TEST_DIRNAME/promcheck.py"; }
+	# a model name with a quote and a backslash, to be escaped
+	jq '.gpus[1].name = "Tesla \"P100\" \\ 16GB"' "$BATS_TEST_DIRNAME/../../src/lib/demo.json" >odd.json
+	"$VISDEV" --fixture odd.json run -n 1 -- sleep 30 &
+	job=$!
+	wait_for eval '[ "$("$VISDEV" --fixture odd.json leases --json | jq ".leases | length")" -eq 1 ]'
+	"$VISDEV" --fixture odd.json run -n 3 --wait -q -- true &
+	waiter=$!
+	wait_for eval '[ "$("$VISDEV" --fixture odd.json leases --json | jq ".line | length")" -eq 1 ]'
+	run --separate-stderr "$VISDEV" --fixture odd.json list --format prometheus
+	kill "$waiter" "$job"
+	assert_status 0
+	run_check <<<"$output"
+	[[ "$output" == *'name="Tesla \"P100\" \\ 16GB"'* ]]
+	grep -q '^visdev_leases 1$' <<<"$output"
+	grep -q '^visdev_waiting_requests 1$' <<<"$output"
+	grep -Eq '^visdev_waiting_request_info\{place="1",user="[^"]+",pid="[0-9]+",gpus="3"\} 1$' <<<"$output"
+	grep -Eq '^visdev_device_state\{gpu="0",uuid="GPU-[^"]+",state="busy"\} 1$' <<<"$output"
+	grep -Eq '^visdev_lease_info\{gpu="[0-9]",uuid="GPU-[^"]+",user="[^"]+",pid="[0-9]+",mode="exclusive"\} 1$' <<<"$output"
+	grep -q '^visdev_gpu_utilization_ratio{gpu="0",uuid="GPU-8932f937-d72c-4106-c12f-20bd9faed9f6"} 0.97$' <<<"$output"
+	# MIG devices are devices too; the checker refuses what breaks the format
+	run "$VISDEV" --fixture "$FIXTURES/mig.json" list --format prometheus
+	run_check <<<"$output"
+	grep -q '^visdev_device_state{gpu="0",uuid="MIG-[^"]*",gi="1",ci="0",state="free"} 1$' <<<"$output"
+	! printf '# HELP a x\n# TYPE a gauge\na{b="c"d} 1\n' | run_check >/dev/null
+	run "$VISDEV" --demo list --format csv
+	assert_status 2
+	assert_output_has "--format takes prometheus, not 'csv'"
+}
