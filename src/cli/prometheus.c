@@ -43,8 +43,7 @@ static void device_labels(const struct vd_system *sys, struct vd_device_ref d)
 typedef void (*device_fn)(const struct vd_system *sys, const struct vd_leases *leases,
 			  struct vd_device_ref d);
 
-static void each_device(const struct vd_system *sys, const struct vd_leases *leases,
-			device_fn fn)
+static void each_device(const struct vd_system *sys, const struct vd_leases *leases, device_fn fn)
 {
 	for (size_t i = 0; i < sys->ngpus; i++) {
 		fn(sys, leases, (struct vd_device_ref){ (unsigned)i, -1 });
@@ -104,7 +103,8 @@ static void memory(const struct vd_system *sys, const struct vd_leases *leases,
 {
 	const struct vd_gpu *g = &sys->gpus[d.gpu];
 	unsigned fields = d.mig >= 0 ? g->mig[d.mig].fields : g->fields;
-	uint64_t v = d.mig >= 0 ? (used ? g->mig[d.mig].memory_used_mib : g->mig[d.mig].memory_total_mib) :
+	uint64_t v = d.mig >= 0 ? (used ? g->mig[d.mig].memory_used_mib :
+					  g->mig[d.mig].memory_total_mib) :
 				  (used ? g->memory_used_mib : g->memory_total_mib);
 
 	(void)leases;
