@@ -43,15 +43,8 @@ int vd_findings_add(struct vd_findings *f, const char *id, enum vd_severity seve
 	va_list ap;
 	int len;
 
-	if (f->n == f->cap) {
-		size_t cap = f->cap ? 2 * f->cap : 8;
-		struct vd_finding *more = realloc(f->items, cap * sizeof(*more));
-
-		if (!more)
-			return error_set(VD_ENOMEM, "out of memory");
-		f->items = more;
-		f->cap = cap;
-	}
+	if (array_grow(&f->items, &f->cap, f->n, sizeof(*f->items), 8))
+		return VD_ENOMEM;
 	it = &f->items[f->n];
 	memset(it, 0, sizeof(*it));
 	it->id = id;
@@ -102,20 +95,21 @@ static size_t devices_unset(const struct vd_system *sys, enum vd_order order)
 static int check_value(struct vd_findings *f, const struct vd_system *sys, const char *value,
 		       enum vd_order order, const char *where)
 {
-	const char *first = value + strspn(value, " \t");
+	enum env_flaw flaw = env_value_flaw(value);
 	struct vd_resolution *res = NULL;
 	size_t all = devices_unset(sys, order);
 	char fix[160];
 	int err;
 
-	if (strpbrk(value, "'\""))
+	/* a blank after a comma in UUIDs: the engine says where CUDA stops, below */
+	if (flaw == ENV_FLAW_QUOTES)
 		return vd_findings_add(
 			f, "visible-quotes", VD_SEVERITY_ERROR, where,
 			"write the value without quotes: CUDA_VISIBLE_DEVICES=0,1",
 			"CUDA_VISIBLE_DEVICES='%s' holds quote characters: CUDA reads them as part "
 			"of the value, and sees no GPU",
 			value);
-	if (first != value && (!strncmp(first, "GPU-", 4) || !strncmp(first, "MIG-", 4)))
+	if (flaw == ENV_FLAW_BLANK_BEFORE_UUID)
 		return vd_findings_add(
 			f, "visible-blank", VD_SEVERITY_ERROR, where,
 			"remove the blank before the UUID",
@@ -638,15 +632,8 @@ static int mask(struct code *k, const char *text, size_t len)
 			l.end = j;
 			l.close = j < len && text[j] == q ? j + open : j;
 			prefix(&l, text, i);
-			if (k->nlits == k->caplits) {
-				size_t cap = k->caplits ? 2 * k->caplits : 16;
-				struct literal *more = realloc(k->lits, cap * sizeof(*more));
-
-				if (!more)
-					return error_set(VD_ENOMEM, "out of memory");
-				k->lits = more;
-				k->caplits = cap;
-			}
+			if (array_grow(&k->lits, &k->caplits, k->nlits, sizeof(*k->lits), 16))
+				return VD_ENOMEM;
 			k->lits[k->nlits++] = l;
 			i = l.close;
 		} else {

@@ -302,26 +302,40 @@ static int check_name(char ***out, size_t *n, const char *name)
 }
 
 /* Checks the value of CUDA_VISIBLE_DEVICES for characters that do not belong. */
-static int check_value(char ***out, size_t *n, const char *value)
+enum env_flaw env_value_flaw(const char *value)
 {
 	const char *first = value + strspn(value, " \t");
 
 	if (strpbrk(value, "'\""))
+		return ENV_FLAW_QUOTES;
+	if (first != value && (!strncmp(first, "GPU-", 4) || !strncmp(first, "MIG-", 4)))
+		return ENV_FLAW_BLANK_BEFORE_UUID;
+	if (strstr(value, ", GPU-") || strstr(value, ", MIG-"))
+		return ENV_FLAW_BLANK_IN_UUIDS;
+	return ENV_FLAW_NONE;
+}
+
+static int check_value(char ***out, size_t *n, const char *value)
+{
+	switch (env_value_flaw(value)) {
+	case ENV_FLAW_QUOTES:
 		return strings_push(out, n,
 				    "CUDA_VISIBLE_DEVICES holds quote characters (%s): CUDA reads "
 				    "them as part of the value; remove them",
 				    value);
-	if (first != value && (!strncmp(first, "GPU-", 4) || !strncmp(first, "MIG-", 4)))
+	case ENV_FLAW_BLANK_BEFORE_UUID:
 		return strings_push(
 			out, n,
 			"CUDA_VISIBLE_DEVICES starts with a blank before a UUID: CUDA "
 			"then reads it as ordinals and sees no device; remove the blank");
-	if (strstr(value, ", GPU-") || strstr(value, ", MIG-"))
+	case ENV_FLAW_BLANK_IN_UUIDS:
 		return strings_push(
 			out, n,
 			"CUDA_VISIBLE_DEVICES has a blank after a comma in a UUID list: "
 			"CUDA stops the list there; remove the blanks");
-	return 0;
+	default:
+		return 0;
+	}
 }
 
 int vd_env_check(char ***out, size_t *nout, char *const *env)

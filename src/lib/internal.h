@@ -33,6 +33,19 @@ void user_name(char *out, size_t n, uid_t uid);
 size_t str_distance(const char *a, const char *b, int fold_case);
 
 /*
+ * What is wrong with a value of CUDA_VISIBLE_DEVICES as written, before CUDA
+ * reads it: quotes kept in it, a blank before a UUID (read then as
+ * ordinals), a blank after a comma in a list of UUIDs (the list stops).
+ */
+enum env_flaw {
+	ENV_FLAW_NONE = 0,
+	ENV_FLAW_QUOTES,
+	ENV_FLAW_BLANK_BEFORE_UUID,
+	ENV_FLAW_BLANK_IN_UUIDS,
+};
+enum env_flaw env_value_flaw(const char *value);
+
+/*
  * A "NAME=value" entry of an environment: NAME into name (of n bytes), and
  * the value; NULL when the entry has no '=' or a name too long to be one.
  */
@@ -44,6 +57,13 @@ const char *env_split(char *name, size_t n, const char *entry);
  * case_only, whether case alone differs.
  */
 const char *env_near_miss(const char *name, int *case_only);
+
+/*
+ * Room for one more item in a growing array: *items_ptr (a pointer to the
+ * array's pointer) of *cap items of size bytes, n of them used, is doubled
+ * (to first items at first) when full. Returns 0, or VD_ENOMEM.
+ */
+int array_grow(void *items_ptr, size_t *cap, size_t n, size_t size, size_t first);
 
 /* Appends a formatted line to a growing array of strings. */
 int strings_push(char ***list, size_t *n, const char *fmt, ...)

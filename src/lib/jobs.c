@@ -171,15 +171,8 @@ static int pieces_push(struct pieces *ps, const char *text, size_t len, struct a
 {
 	if (text && !len)
 		return 0;
-	if (ps->n == ps->cap) {
-		size_t cap = ps->cap ? 2 * ps->cap : 8;
-		struct piece *more = realloc(ps->p, cap * sizeof(*more));
-
-		if (!more)
-			return error_set(VD_ENOMEM, "out of memory");
-		ps->p = more;
-		ps->cap = cap;
-	}
+	if (array_grow(&ps->p, &ps->cap, ps->n, sizeof(*ps->p), 8))
+		return VD_ENOMEM;
 	ps->p[ps->n++] = (struct piece){ text, len, axis };
 	return 0;
 }

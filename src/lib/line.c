@@ -443,19 +443,12 @@ static int ticket_cmp(const void *pa, const void *pb)
 
 int line_tickets_add(struct line_tickets *t, const char *name)
 {
-	uint64_t ticket = name_ticket(name, WAIT_RECORD), *grown;
+	uint64_t ticket = name_ticket(name, WAIT_RECORD);
 
 	if (!ticket)
 		return 0;
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? 2 * t->cap : 64;
-
-		grown = realloc(t->tickets, cap * sizeof(*grown));
-		if (!grown)
-			return error_set(VD_ENOMEM, "out of memory");
-		t->tickets = grown;
-		t->cap = cap;
-	}
+	if (array_grow(&t->tickets, &t->cap, t->n, sizeof(*t->tickets), 64))
+		return VD_ENOMEM;
 	t->tickets[t->n++] = ticket;
 	return 0;
 }

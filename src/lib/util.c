@@ -43,6 +43,23 @@ void user_name(char *out, size_t n, uid_t uid)
 	snprintf(out, n, "%s", name);
 }
 
+int array_grow(void *items_ptr, size_t *cap, size_t n, size_t size, size_t first)
+{
+	void *items, *more;
+	size_t c;
+
+	if (n < *cap)
+		return 0;
+	c = *cap ? 2 * *cap : first;
+	memcpy(&items, items_ptr, sizeof(items));
+	more = realloc(items, c * size);
+	if (!more)
+		return error_set(VD_ENOMEM, "out of memory");
+	memcpy(items_ptr, &more, sizeof(more));
+	*cap = c;
+	return 0;
+}
+
 int strings_push(char ***list, size_t *n, const char *fmt, ...)
 {
 	va_list ap;
