@@ -471,7 +471,7 @@ void cli_select_release(struct cli_select *s)
 }
 
 /* A whole number from min to max, for option; -1 (after saying why) if it is not one. */
-static int parse_count(long *out, const char *option, const char *arg, long min, long max)
+int cli_parse_count(long *out, const char *option, const char *arg, long min, long max)
 {
 	char *end;
 	long v;
@@ -515,7 +515,7 @@ int cli_select_option(struct cli_select *s, int opt, const char *arg)
 
 	switch (opt) {
 	case 'n':
-		if (parse_count(&v, "-n", arg, 1, 64))
+		if (cli_parse_count(&v, "-n", arg, 1, 64))
 			return -1;
 		s->opts.n = (unsigned)v;
 		return 1;
@@ -537,7 +537,7 @@ int cli_select_option(struct cli_select *s, int opt, const char *arg)
 		}
 		return 1;
 	case 'U':
-		if (parse_count(&v, "--max-util", arg, 0, 100))
+		if (cli_parse_count(&v, "--max-util", arg, 0, 100))
 			return -1;
 		s->opts.max_util = (int)v;
 		return 1;

@@ -80,6 +80,9 @@ void cli_say_unknown(const char *cmd, const char *typed, const struct option *lo
  */
 int cli_parse_plain(struct cli_globals *g, int argc, char **argv, const char *usage);
 
+/* A whole number from min to max for option; -1 after saying why (a usage error). */
+int cli_parse_count(long *out, const char *option, const char *arg, long min, long max);
+
 /* With --help, prints the usage to stdout and returns 1; else 0. */
 int cli_wants_help(const struct cli_globals *g, const char *usage);
 

@@ -76,8 +76,8 @@ struct queue_options {
 	char *state;
 	const char *log_dir;
 	const char *status;
-	unsigned long max_parallel; /* 0: as many as fit */
-	unsigned long retries;
+	long max_parallel; /* 0: as many as fit */
+	long retries;
 	double grace;
 	int resume, force, quiet;
 };
@@ -150,22 +150,6 @@ static double now_s(void)
 	return (double)t.tv_sec + t.tv_nsec / 1e9;
 }
 
-/* Reads a whole number for option, from min to max; -1 after saying why. */
-static int parse_count(unsigned long *out, const char *option, const char *arg, unsigned long min,
-		       unsigned long max)
-{
-	char *end;
-
-	errno = 0;
-	*out = strtoul(arg, &end, 10);
-	if (*arg < '0' || *arg > '9' || *end || errno || *out < min || *out > max) {
-		cli_usage("queue", "%s takes a whole number from %lu to %lu, not '%s'", option, min,
-			  max, arg);
-		return -1;
-	}
-	return 0;
-}
-
 static int parse_grace(double *out, const char *arg)
 {
 	char *end;
@@ -230,7 +214,8 @@ static int parse_options(struct queue_options *o, int argc, char **argv)
 			o->grids[o->ngrids++] = optarg;
 			break;
 		case OPT_MAX_PARALLEL:
-			bad = parse_count(&o->max_parallel, "--max-parallel", optarg, 1, 1000000);
+			bad = cli_parse_count(&o->max_parallel, "--max-parallel", optarg, 1,
+					      1000000);
 			break;
 		case OPT_STATE:
 			free(o->state);
@@ -243,7 +228,7 @@ static int parse_options(struct queue_options *o, int argc, char **argv)
 			o->force = 1;
 			break;
 		case OPT_RETRIES:
-			bad = parse_count(&o->retries, "--retries", optarg, 0, 100);
+			bad = cli_parse_count(&o->retries, "--retries", optarg, 0, 100);
 			break;
 		case OPT_LOG_DIR:
 			o->log_dir = optarg;
@@ -513,15 +498,8 @@ static void close_output(struct running *r)
 /* Keeps an ended job whose output or group lives on. Returns 0, or -1 out of memory. */
 static int push_ended(struct queue *q, struct running *r)
 {
-	if (q->nended == q->capended) {
-		size_t cap = q->capended ? 2 * q->capended : 8;
-		struct running **more = realloc(q->ended, cap * sizeof(*more));
-
-		if (!more)
-			return -1;
-		q->ended = more;
-		q->capended = cap;
-	}
+	if (cli_grow(&q->ended, &q->capended, q->nended, sizeof(*q->ended), 8))
+		return -1;
 	q->ended[q->nended++] = r;
 	return 0;
 }
@@ -662,17 +640,10 @@ static int start_job(struct queue *q, size_t i, struct vd_lease *lease)
 	size_t ndevs;
 	pid_t pid;
 
-	if (q->nrun == q->caprun) {
-		size_t cap = q->caprun ? 2 * q->caprun : 16;
-		struct running **more = realloc(q->run, cap * sizeof(*more));
-
-		if (!more) {
-			cli_error("out of memory");
-			vd_lease_free(lease);
-			return -1;
-		}
-		q->run = more;
-		q->caprun = cap;
+	if (cli_grow(&q->run, &q->caprun, q->nrun, sizeof(*q->run), 16)) {
+		cli_error("out of memory");
+		vd_lease_free(lease);
+		return -1;
 	}
 	r = calloc(1, sizeof(*r));
 	if (!r) {
@@ -785,7 +756,7 @@ static int refresh(struct queue *q, int force)
 static void start_jobs(struct queue *q)
 {
 	while (!q->stopping && !q->never && !q->broken && vd_queue_next(q->state) >= 0 &&
-	       (!q->o->max_parallel || q->nrun < q->o->max_parallel)) {
+	       (!q->o->max_parallel || q->nrun < (size_t)q->o->max_parallel)) {
 		size_t i = (size_t)vd_queue_next(q->state);
 		struct vd_lease *lease = NULL;
 		struct vd_choice *choice = NULL;
@@ -868,15 +839,8 @@ static int passable(struct queue *q, const struct running *r)
 	if (q->nspare >= counts(q).pending || q->stopping || q->never || q->broken || q->waiting ||
 	    kill(-r->pid, 0) == 0)
 		return 0;
-	if (q->nspare == q->capspare) {
-		size_t cap = q->capspare ? 2 * q->capspare : 8;
-		struct vd_lease **more = realloc(q->spare, cap * sizeof(*more));
-
-		if (!more)
-			return 0;
-		q->spare = more;
-		q->capspare = cap;
-	}
+	if (cli_grow(&q->spare, &q->capspare, q->nspare, sizeof(*q->spare), 8))
+		return 0;
 	pass = vd_line_read(&line, q->dir) == 0 && line->n == 0;
 	vd_line_free(line);
 	return pass;
@@ -1032,6 +996,18 @@ static void draw_progress(struct queue *q)
 }
 
 /* How long poll() may sleep: until the next redraw, retry, sync or SIGKILL. */
+/*
+ * When a request waiting in line looks again without a wake-up: soon after
+ * locks held without a record, each second for the first in line (NVML's
+ * view changes without a lease ending), else each few seconds.
+ */
+static double next_look(const struct queue *q)
+{
+	return q->sys_at + (q->retry_soon			  ? 0.01 :
+			    vd_waiter_place(q->waiter, NULL) <= 1 ? 1.0 :
+								    5.0);
+}
+
 static int poll_timeout(const struct queue *q)
 {
 	double now = now_s(), until = -1;
@@ -1040,15 +1016,8 @@ static int poll_timeout(const struct queue *q)
 		until = q->drawn_at + PROGRESS_EVERY_S;
 	if (q->full && counts(q).pending && !q->stopping && (until < 0 || q->full_at + 1.0 < until))
 		until = q->full_at + 1.0;
-	if (q->waiting && !q->stopping) {
-		/* the first in line looks each second (NVML's view changes without an end) */
-		double again = q->retry_soon			     ? 0.01 :
-			       vd_waiter_place(q->waiter, NULL) <= 1 ? 1.0 :
-								       5.0;
-
-		if (until < 0 || q->sys_at + again < until)
-			until = q->sys_at + again;
-	}
+	if (q->waiting && !q->stopping && (until < 0 || next_look(q) < until))
+		until = next_look(q);
 	/* after SIGKILL, a look every 10 ms until the groups are gone */
 	if (q->stopping && (until < 0 || q->kill_at < until))
 		until = q->kill_at > now ? q->kill_at : now + 0.01;
@@ -1117,9 +1086,7 @@ static void loop(struct queue *q)
 		if (first_out == 2 && fds[1].revents && q->waiter &&
 		    vd_waiter_wait(q->waiter, 0) == 1)
 			q->turn = 1;
-		if (q->waiting && !q->turn && now_s() >= q->sys_at + (q->retry_soon ? 0.01 : 1.0) &&
-		    (q->retry_soon || vd_waiter_place(q->waiter, NULL) <= 1 ||
-		     now_s() >= q->sys_at + 5.0))
+		if (q->waiting && !q->turn && now_s() >= next_look(q))
 			q->turn = 1;
 		if (q->stopping && (q->nrun || q->nended) && now_s() >= q->kill_at)
 			signal_jobs(q, SIGKILL);

@@ -10,6 +10,23 @@
 #include "table.h"
 #include "visdev.h"
 
+int cli_grow(void *items_ptr, size_t *cap, size_t n, size_t size, size_t first)
+{
+	void *items, *more;
+	size_t c;
+
+	if (n < *cap)
+		return 0;
+	c = *cap ? 2 * *cap : first;
+	memcpy(&items, items_ptr, sizeof(items));
+	more = realloc(items, c * size);
+	if (!more)
+		return -1;
+	memcpy(items_ptr, &more, sizeof(more));
+	*cap = c;
+	return 0;
+}
+
 const char *cli_cut(char *buf, size_t n, const char *s, int width)
 {
 	size_t len = strlen(s);
@@ -36,15 +53,9 @@ int cli_table_add(struct cli_table *t, ...)
 	va_list ap;
 	int rc = 0;
 
-	if (t->nrows == t->cap) {
-		size_t cap = t->cap ? 2 * t->cap : 8;
-		char **cells = realloc(t->cells, cap * t->ncolumns * sizeof(*cells));
-
-		if (!cells)
-			return -1;
-		t->cells = cells;
-		t->cap = cap;
-	}
+	/* a row of cells is one item */
+	if (cli_grow(&t->cells, &t->cap, t->nrows, t->ncolumns * sizeof(*t->cells), 8))
+		return -1;
 	va_start(ap, t);
 	for (size_t i = 0; i < t->ncolumns; i++) {
 		t->cells[first + i] = strdup(va_arg(ap, const char *));

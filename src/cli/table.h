@@ -12,6 +12,13 @@
 /* Every line of a table fits in this many columns. */
 #define CLI_COLUMNS 100
 
+/*
+ * Room for one more item in a growing array: *items_ptr (a pointer to the
+ * array's pointer) of *cap items of size bytes, n of them used, is doubled
+ * (to first items at first) when full. Returns 0, or -1 out of memory.
+ */
+int cli_grow(void *items_ptr, size_t *cap, size_t n, size_t size, size_t first);
+
 /* s into buf, cut to at most width bytes and then ending "..". Returns buf. */
 const char *cli_cut(char *buf, size_t n, const char *s, int width);
 
