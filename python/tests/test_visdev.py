@@ -39,6 +39,18 @@ def start(env, code):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def hold(env, n=1):
+    """A process that holds n GPUs until it is killed, once it holds them."""
+    p = start(env, f"""
+        import visdev, time
+        lease = visdev.acquire(n={n})
+        print("held", flush=True)
+        time.sleep(60)
+    """)
+    assert p.stdout.readline().strip() == "held", p.stderr.read()
+    return p
+
+
 def leases(env):
     out = py(env, "import visdev, json; print(json.dumps([vars(l) for l in visdev.leases()]))")
     assert out.returncode == 0, out.stderr
@@ -105,13 +117,7 @@ def test_two_processes_at_once_never_get_the_same_gpu(env):
 
 
 def test_the_lease_ends_with_kill_9_and_with_a_with_block(env):
-    p = start(env, """
-        import visdev, time
-        lease = visdev.acquire()
-        print("held", flush=True)
-        time.sleep(60)
-    """)
-    assert p.stdout.readline().strip() == "held"
+    p = hold(env)
     assert len(leases(env)) == 1
     p.kill()
     p.wait()
@@ -205,13 +211,7 @@ def test_too_late_when_torch_says_it_initialised_cuda(env, tmp_path):
 
 
 def test_a_wait_in_line_ends_with_keyboardinterrupt_and_leaves_nothing_held(env):
-    holder = start(env, """
-        import visdev, time
-        lease = visdev.acquire(n=4)
-        print("held", flush=True)
-        time.sleep(60)
-    """)
-    assert holder.stdout.readline().strip() == "held"
+    holder = hold(env, 4)
     waiter = start(env, """
         import visdev
         try:
@@ -298,13 +298,7 @@ def test_devices_is_lists_model_key_for_key_and_value_for_value(env):
     for fixture in ("mig.json", "mixed.json"):
         h = dict(env, VISDEV_FIXTURE=os.path.join(FIXTURES, fixture))
         e = dict(h, CUDA_VISIBLE_DEVICES="1")
-        holder = start(h, """
-            import visdev, time
-            lease = visdev.acquire()
-            print("held", flush=True)
-            time.sleep(60)
-        """)
-        assert holder.stdout.readline().strip() == "held"
+        holder = hold(h)
         out = py(e, """
             import json, visdev
             from types import SimpleNamespace
