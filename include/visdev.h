@@ -798,6 +798,13 @@ VD_API void vd_waiter_free(struct vd_waiter *waiter);
 /* ---- The queue's jobs: a job file or a grid (jobs.c, pure) ------------ */
 
 /*
+ * The most jobs one queue holds, from a file, a grid or a journal's header:
+ * more is surely a mistake (split the sweep), and bounds what a damaged
+ * journal can make a reader allocate.
+ */
+#define VD_JOBS_MAX 1000000
+
+/*
  * The jobs of a queue, in order: shell command lines, each run as
  * `/bin/sh -c COMMAND`. Job i is commands[i]. Plain data: read it, do not
  * modify it. Free with vd_jobs_free().
@@ -813,7 +820,8 @@ struct vd_jobs {
  * Reads a job file's text (len bytes): one command a line; a blank line, and
  * a line whose first non-blank character is '#', are skipped; a line's
  * ending "\r\n" counts as "\n". Errors: VD_EPARSE for a NUL byte (it
- * is no text) with its line, VD_ENOMEM.
+ * is no text) with its line, VD_EINVAL for more than VD_JOBS_MAX jobs,
+ * VD_ENOMEM.
  */
 VD_API int vd_jobs_parse(struct vd_jobs **out, const char *text, size_t len);
 
@@ -826,7 +834,7 @@ VD_API int vd_jobs_parse(struct vd_jobs **out, const char *text, size_t len);
  * a placeholder; "{{" and "}}" are a literal brace. Errors: VD_EINVAL for
  * a {name} no grid gives, a grid the template never uses, a grid named
  * twice, one with no name or no values or an empty value, an unclosed
- * brace, or more than 10,000,000 jobs; the message says which. VD_ENOMEM.
+ * brace, or more than VD_JOBS_MAX jobs; the message says which. VD_ENOMEM.
  */
 VD_API int vd_jobs_grid(struct vd_jobs **out, const char *templ, const char *const *grids,
 			size_t ngrids);
@@ -876,7 +884,8 @@ struct vd_journal {
 /*
  * Reads a journal's text (len bytes): the records up to the last whole one.
  * Records of jobs beyond the header's count are ignored. Errors: VD_EPARSE
- * for a whole record that is not one (with its line), or no header first;
+ * for a whole record that is not one (with its line), a header of more
+ * than VD_JOBS_MAX jobs, or no header first;
  * VD_ENOMEM. Free with vd_journal_free().
  */
 VD_API int vd_journal_parse(struct vd_journal **out, const char *text, size_t len);

@@ -7,9 +7,6 @@
 
 #include "internal.h"
 
-/* The most jobs a grid may make: more is surely a mistake, and would not fit in memory. */
-#define GRID_MAX_JOBS 10000000
-
 /* FNV-1a over len bytes, continuing from h. */
 static uint64_t fnv1a(uint64_t h, const char *s, size_t len)
 {
@@ -79,6 +76,8 @@ int vd_jobs_parse(struct vd_jobs **out, const char *text, size_t len)
 		n += is_job(p, l);
 		p += l + 1;
 	}
+	if (n > VD_JOBS_MAX)
+		return error_set(VD_EINVAL, "more than %d jobs: split the job file", VD_JOBS_MAX);
 	err = jobs_new(&j, n, 1);
 	if (err)
 		return err;
@@ -288,9 +287,8 @@ int vd_jobs_grid(struct vd_jobs **out, const char *templ, const char *const *gri
 			if (!strcmp(axes[k].name, axes[i].name))
 				err = error_set(VD_EINVAL, "--grid %s is given twice",
 						axes[i].name);
-		if (!err && total > GRID_MAX_JOBS / axes[i].n)
-			err = error_set(VD_EINVAL, "the grid makes more than %d jobs",
-					GRID_MAX_JOBS);
+		if (!err && total > VD_JOBS_MAX / axes[i].n)
+			err = error_set(VD_EINVAL, "the grid makes more than %d jobs", VD_JOBS_MAX);
 		if (!err)
 			total *= axes[i].n;
 	}

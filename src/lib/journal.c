@@ -125,7 +125,7 @@ static int parse_header(struct vd_journal *j, char **f, size_t nf)
 	uint64_t n, p;
 	char *end;
 
-	if (!jobs || !digest || !pid || read_number(&n, jobs, 100000000) ||
+	if (!jobs || !digest || !pid || read_number(&n, jobs, VD_JOBS_MAX) ||
 	    read_number(&p, pid, INT32_MAX))
 		return -1;
 	errno = 0;

@@ -49,6 +49,27 @@ static void test_file(void **state)
 	assert_string_equal(vd_error_last(), "line 2: a NUL byte: this is not a text file");
 }
 
+/* A job file holds at most VD_JOBS_MAX jobs; comments do not count. */
+static void test_file_too_many(void **state)
+{
+	size_t len = 2 * (VD_JOBS_MAX + 1) + 4;
+	char *text = malloc(len);
+	struct vd_jobs *j = NULL;
+
+	(void)state;
+	assert_non_null(text);
+	memcpy(text, "#\n#\n", 4);
+	for (size_t i = 4; i < len; i += 2)
+		memcpy(text + i, "a\n", 2);
+	assert_int_equal(vd_jobs_parse(&j, text, len), VD_EINVAL);
+	assert_null(j);
+	assert_string_equal(vd_error_last(), "more than 1000000 jobs: split the job file");
+	assert_int_equal(vd_jobs_parse(&j, text, len - 2), 0);
+	assert_int_equal(j->n, VD_JOBS_MAX);
+	vd_jobs_free(j);
+	free(text);
+}
+
 /* The digest changes with any job, its order, or where one ends. */
 static void test_digest(void **state)
 {
@@ -160,15 +181,15 @@ static void test_grid_too_many(void **state)
 		grids[i] = g[i];
 	}
 	assert_int_equal(vd_jobs_grid(&j, "{a0}{a1}{a2}{a3}{a4}{a5}{a6}{a7}", grids, 8), VD_EINVAL);
-	assert_string_equal(vd_error_last(), "the grid makes more than 10000000 jobs");
+	assert_string_equal(vd_error_last(), "the grid makes more than 1000000 jobs");
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_file),	      cmocka_unit_test(test_digest),
-		cmocka_unit_test(test_grid),	      cmocka_unit_test(test_grid_errors),
-		cmocka_unit_test(test_grid_too_many),
+		cmocka_unit_test(test_file),	    cmocka_unit_test(test_file_too_many),
+		cmocka_unit_test(test_digest),	    cmocka_unit_test(test_grid),
+		cmocka_unit_test(test_grid_errors), cmocka_unit_test(test_grid_too_many),
 	};
 
 	return cmocka_run_group_tests_name("jobs", tests, NULL, NULL);

@@ -106,6 +106,9 @@ static void test_malformed(void **state)
 		{ "start\t0\t1\t1\tGPU-a\tx\n", "line 1: not a visdev queue journal" },
 		{ "visdev-queue-journal 1\tjobs=x\tdigest=1\tpid=1\n",
 		  "line 1: not a visdev queue journal" },
+		/* more jobs than a queue holds: a damaged count, not a reason to allocate */
+		{ "visdev-queue-journal 1\tjobs=1000001\tdigest=1\tpid=1\n",
+		  "line 1: not a visdev queue journal" },
 		{ HEADER "start\t0\t1\t1\tGPU-a\n", "line 2: not a journal record" },
 		{ HEADER "end\t0\t1\t999\n", "line 2: not a journal record" },
 		{ HEADER "end\t-1\t1\t0\n", "line 2: not a journal record" },
@@ -130,6 +133,15 @@ static void test_malformed(void **state)
 		struct vd_journal *j = NULL;
 
 		assert_int_equal(vd_journal_parse(&j, text, sizeof(text) - 1), VD_EPARSE);
+	}
+	{
+		static const char text[] =
+			"visdev-queue-journal 1\tjobs=1000000\tdigest=1\tpid=1\n";
+		struct vd_journal *j = NULL;
+
+		assert_int_equal(vd_journal_parse(&j, text, sizeof(text) - 1), 0);
+		assert_int_equal(j->njobs, VD_JOBS_MAX);
+		vd_journal_free(j);
 	}
 }
 
