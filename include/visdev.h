@@ -795,6 +795,139 @@ VD_API int vd_waiter_fd(const struct vd_waiter *waiter);
 /* Leaves the line, if in it, and frees the waiter. NULL does nothing. */
 VD_API void vd_waiter_free(struct vd_waiter *waiter);
 
+/* ---- The lease audit: who misuses a leased GPU (audit.c) --------------- */
+
+/* What /proc says of one process: enough to tell whose job it is part of. */
+struct vd_proc {
+	int32_t pid, ppid, pgid;
+	uint32_t uid;
+	char name[VD_PROCNAME_MAX];   /* the executable's short name: "python3" */
+	char command[VD_COMMAND_MAX]; /* its command line, the words joined by blanks, cut */
+	int64_t start;		      /* when it started, seconds since the epoch; 0 unknown */
+};
+
+struct vd_procs {
+	struct vd_proc *procs; /* by pid */
+	size_t n;
+};
+
+/*
+ * Reads from /proc each process that sys lists on a GPU, and its parents.
+ * A process /proc does not show (gone, or in another PID namespace, as
+ * NVML's host pids are in a container) is left out: the audit does not
+ * judge it. Errors: VD_ENOMEM. Free with vd_procs_free().
+ */
+VD_API int vd_procs_read(struct vd_procs **out, const struct vd_system *sys);
+VD_API void vd_procs_free(struct vd_procs *procs);
+
+/* After how many minutes quiet a lease is idle, unless the caller says otherwise. */
+#define VD_AUDIT_IDLE_DEFAULT_MIN 30
+
+/* How a lease's job uses its devices, as far as this look and earlier ones tell. */
+enum vd_lease_use {
+	VD_USE_UNKNOWN = 0, /* nothing to tell by: no process list, no utilisation of its own */
+	VD_USE_ACTIVE,	    /* a process of its job on its GPU, or its whole GPU at work */
+	VD_USE_QUIET,	    /* neither, for less than the idle threshold */
+	VD_USE_IDLE,	    /* neither, at every look for at least the idle threshold */
+};
+
+/* "unknown", "active", "quiet", "idle"; NULL out of range. */
+VD_API const char *vd_lease_use_name(enum vd_lease_use use);
+
+/* What the audit says of one lease. */
+struct vd_lease_audit {
+	enum vd_lease_use use;
+	int64_t quiet_s;	 /* quiet or idle: seconds since a look first saw it so; else -1 */
+	size_t nsquatters;	 /* processes on its GPU outside the job of every lease there */
+	int64_t unexplained_mib; /* memory in use on its GPU that no listed process explains,
+				    past 1 GiB; else 0 */
+};
+
+enum vd_audit_kind {
+	VD_AUDIT_SQUATTER,    /* a process on a leased GPU, part of no job that leases it */
+	VD_AUDIT_UNEXPLAINED, /* memory in use on a leased GPU that no listed process explains */
+	VD_AUDIT_IDLE,	      /* a lease whose job has not used its devices for the threshold */
+};
+
+/* "squatter", "unexplained_memory", "idle_lease"; NULL out of range. */
+VD_API const char *vd_audit_kind_name(enum vd_audit_kind kind);
+
+/* One finding. Findings about a GPU (squatter, memory) name the first lease on it. */
+struct vd_audit_finding {
+	enum vd_audit_kind kind;
+	size_t lease;		      /* index into the leases audited */
+	char uuid[VD_UUID_MAX];	      /* squatter, memory: the GPU; idle: the lease's device */
+	int32_t pid;		      /* squatter: the process; idle: the job's first process */
+	uint32_t uid;		      /* the process's (the job's) owner */
+	char user[32];		      /* and the owner's name */
+	char command[VD_COMMAND_MAX]; /* its command line */
+	int64_t mib;		      /* squatter: its memory (-1 unknown); memory: the amount */
+	int64_t seconds;	      /* idle: for how long */
+};
+
+struct vd_audit {
+	struct vd_lease_audit *leases; /* one per holder audited, in the same order */
+	size_t nleases;
+	struct vd_audit_finding *findings; /* squatters and memory by GPU, then idle leases */
+	size_t n;
+};
+
+/*
+ * What one auditor remembers between looks: since when each lease has
+ * looked quiet. Kept per user (vd_audit_memory_path()), never in the shared
+ * lease directory, so that nobody can make another's lease look idle.
+ */
+struct vd_audit_memory;
+
+/*
+ * The default file of the memory: $XDG_STATE_HOME/visdev/audit, else
+ * ~/.local/state/visdev/audit; NULL with neither variable set.
+ */
+VD_API const char *vd_audit_memory_path(void);
+VD_API int vd_audit_memory_new(struct vd_audit_memory **out);
+
+/* Reads a memory's text. Errors: VD_EPARSE (with its line), VD_ENOMEM. */
+VD_API int vd_audit_memory_parse(struct vd_audit_memory **out, const char *text, size_t len);
+
+/*
+ * Reads the memory at path; no file is an empty memory. Errors: VD_EIO, and
+ * as vd_audit_memory_parse(), the message naming path.
+ */
+VD_API int vd_audit_memory_load(struct vd_audit_memory **out, const char *path);
+
+/*
+ * Writes the memory to path, whole or not at all, when vd_audit() changed
+ * it (the default path's folders are made). Errors: VD_EIO, VD_ENOMEM.
+ */
+VD_API int vd_audit_memory_save(struct vd_audit_memory *memory, const char *path);
+VD_API void vd_audit_memory_free(struct vd_audit_memory *memory);
+
+/*
+ * The audit of the leases (vd_leases_read()'s, holds of the line skipped)
+ * on sys, with procs (vd_procs_read()'s) at time now (seconds since the
+ * epoch). A lease is idle when every look, from the first that saw it
+ * quiet until now, saw it quiet, for at least idle_after_s; memory, when
+ * not NULL, holds the earlier looks and is updated with this one (without
+ * it, nothing is judged idle). A process is part of a job when it is the
+ * job's first process, in its process group, a descendant of its first
+ * process, or the job's user's visdev. Pure. Errors: VD_ENOMEM. Free with
+ * vd_audit_free().
+ */
+VD_API int vd_audit(struct vd_audit **out, const struct vd_system *sys,
+		    const struct vd_leases *leases, const struct vd_procs *procs,
+		    struct vd_audit_memory *memory, int64_t now, int64_t idle_after_s);
+VD_API void vd_audit_free(struct vd_audit *audit);
+
+/*
+ * vd_audit() now, with what /proc says (vd_procs_read()) and this user's
+ * memory at vd_audit_memory_path(), read and written back. When the memory
+ * cannot be kept (no HOME, a damaged or unwritable file), the audit is still
+ * made and *warning says what (free() it); else *warning is NULL.
+ * Errors: VD_ENOMEM.
+ */
+VD_API int vd_audit_now(struct vd_audit **out, const struct vd_system *sys,
+			const struct vd_leases *leases, int64_t idle_after_s, char **warning);
+
 /* ---- The queue's jobs: a job file or a grid (jobs.c, pure) ------------ */
 
 /*

@@ -743,17 +743,42 @@ static PyObject *lease_dict(const struct vd_lease_holder *h)
 	return d;
 }
 
-/* The leases on the device of that UUID, as objects (holds for the line are not leases). */
-static PyObject *leases_on(const struct vd_leases *l, const char *uuid)
+/* What the lease audit says of lease i, as list --json gives it (None: no audit). */
+static PyObject *lease_audit(const struct vd_audit *a, size_t i)
+{
+	const struct vd_lease_audit *la = a && i < a->nleases ? &a->leases[i] : NULL;
+	PyObject *d;
+
+	if (!la)
+		Py_RETURN_NONE;
+	d = PyDict_New();
+	if (!d || put(d, "use", PyUnicode_FromString(vd_lease_use_name(la->use))) ||
+	    put(d, "quiet_s", known(la->quiet_s >= 0, la->quiet_s)) ||
+	    put(d, "squatters", PyLong_FromSize_t(la->nsquatters)) ||
+	    put(d, "unexplained_mib", PyLong_FromLongLong(la->unexplained_mib))) {
+		Py_XDECREF(d);
+		return NULL;
+	}
+	return namespace(d);
+}
+
+/*
+ * The leases on the device of that UUID, as objects with their audit (holds
+ * for the line are not leases).
+ */
+static PyObject *leases_on(const struct vd_leases *l, const struct vd_audit *a, const char *uuid)
 {
 	PyObject *list = PyList_New(0);
 
 	for (size_t i = 0; list && l && i < l->n; i++) {
-		PyObject *o;
+		PyObject *d, *o;
 
 		if (l->holders[i].mode == VD_LEASE_HELD || strcmp(l->holders[i].uuid, uuid))
 			continue;
-		o = namespace(lease_dict(&l->holders[i]));
+		d = lease_dict(&l->holders[i]);
+		if (d && put(d, "audit", lease_audit(a, i)))
+			Py_CLEAR(d);
+		o = namespace(d);
 		if (!o || PyList_Append(list, o))
 			Py_CLEAR(list);
 		Py_XDECREF(o);
@@ -809,7 +834,8 @@ static PyObject *process_object(const struct vd_process *p)
 
 /* A MIG device, as list --json gives it. */
 static PyObject *mig_object(const struct vd_system *sys, const struct vd_leases *l,
-			    const struct vd_resolution *res, struct vd_device_ref md)
+			    const struct vd_audit *a, const struct vd_resolution *res,
+			    struct vd_device_ref md)
 {
 	const struct vd_mig *mi = &sys->gpus[md.gpu].mig[md.mig];
 	PyObject *d = device_dict(sys, md);
@@ -819,7 +845,7 @@ static PyObject *mig_object(const struct vd_system *sys, const struct vd_leases 
 	    put(d, "memory_used_mib", known(mm, (long long)mi->memory_used_mib)) ||
 	    put(d, "memory_free_mib", known(mm, vd_device_memory_free_mib(sys, md))) ||
 	    put_state(d, sys, l, md) || put(d, "cuda", cuda_of(res, md)) ||
-	    put(d, "leases", leases_on(l, mi->uuid))) {
+	    put(d, "leases", leases_on(l, a, mi->uuid))) {
 		Py_XDECREF(d);
 		return NULL;
 	}
@@ -841,7 +867,7 @@ PyDoc_STRVAR(devices_doc, "devices()\n--\n\n"
 			  "memory_total_mib, ... , processes, mig).");
 
 static PyObject *gpu_object(const struct vd_system *sys, size_t i, const struct vd_leases *l,
-			    const struct vd_resolution *res)
+			    const struct vd_audit *a, const struct vd_resolution *res)
 {
 	const struct vd_gpu *g = &sys->gpus[i];
 	struct vd_device_ref whole = { (unsigned)i, -1 };
@@ -861,8 +887,8 @@ static PyObject *gpu_object(const struct vd_system *sys, size_t i, const struct 
 	}
 	migs = PyList_New(0);
 	for (size_t m = 0; migs && m < g->nmig; m++)
-		if (append(migs,
-			   mig_object(sys, l, res, (struct vd_device_ref){ (unsigned)i, (int)m })))
+		if (append(migs, mig_object(sys, l, a, res,
+					    (struct vd_device_ref){ (unsigned)i, (int)m })))
 			Py_CLEAR(migs);
 	/* put() takes its value, even when it fails: nothing to let go of after it */
 	if (!procs || !migs || put(o, "index", PyLong_FromUnsignedLong(g->index)) ||
@@ -891,7 +917,7 @@ static PyObject *gpu_object(const struct vd_system *sys, size_t i, const struct 
 		return NULL;
 	}
 	if (put(o, "mig_mode", PyBool_FromLong(g->mig_mode)) || put(o, "mig", migs) ||
-	    put(o, "cuda", cuda_of(res, whole)) || put(o, "leases", leases_on(l, g->uuid))) {
+	    put(o, "cuda", cuda_of(res, whole)) || put(o, "leases", leases_on(l, a, g->uuid))) {
 		Py_DECREF(o);
 		return NULL;
 	}
@@ -904,7 +930,9 @@ static PyObject *devices(PyObject *self, PyObject *unused)
 	struct vd_leases *l = NULL;
 	struct vd_line *line = NULL;
 	struct vd_resolution *res = NULL;
+	struct vd_audit *audit = NULL;
 	enum vd_order order = VD_ORDER_FASTEST;
+	char *warning = NULL;
 	PyObject *list;
 
 	(void)self;
@@ -925,13 +953,24 @@ static PyObject *devices(PyObject *self, PyObject *unused)
 			vd_system_free(sys);
 			return NULL;
 		}
-	} else if (vd_line_read(&line, vd_lease_dir()) == 0 && vd_line_plan(line, sys, l) == 0) {
-		vd_line_holds(l, line, sys);
+	} else {
+		/* the audit as list makes it, before the line's holds join the leases */
+		if (vd_audit_now(&audit, sys, l, VD_AUDIT_IDLE_DEFAULT_MIN * 60, &warning)) {
+			vd_leases_free(l);
+			vd_resolution_free(res);
+			vd_system_free(sys);
+			return PyErr_NoMemory();
+		}
+		if (vd_line_read(&line, vd_lease_dir()) == 0 && vd_line_plan(line, sys, l) == 0)
+			vd_line_holds(l, line, sys);
 	}
-	list = PyList_New(0);
+	list = warning && PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "%s", warning) ? NULL :
+										     PyList_New(0);
 	for (size_t i = 0; list && i < sys->ngpus; i++)
-		if (append(list, gpu_object(sys, i, l, res)))
+		if (append(list, gpu_object(sys, i, l, audit, res)))
 			Py_CLEAR(list);
+	free(warning);
+	vd_audit_free(audit);
 	vd_line_free(line);
 	vd_leases_free(l);
 	vd_resolution_free(res);

@@ -315,13 +315,45 @@ int cli_color_choice(const char *cmd, const char *when);
 void cli_print_colored(int on, const char *sgr, int width, const char *s);
 
 /*
- * The GPUs, their states, the leases and the line as Prometheus metrics
- * (text exposition format) on stdout: prometheus.c, docs/prometheus.md.
+ * The GPUs, their states, the leases, the line and the audit's findings
+ * (audit may be NULL) as Prometheus metrics (text exposition format) on
+ * stdout: prometheus.c, docs/prometheus.md.
  */
 void cli_print_prometheus(const struct vd_system *sys, const struct vd_leases *leases,
-			  const struct vd_line *line);
+			  const struct vd_line *line, const struct vd_audit *audit);
 
 /* Prints what the engine found: warnings and the environment's near misses, as "note: ...". */
 void cli_print_notes(char *const *notes, size_t n);
+
+/* ---- The lease audit (audit.c) ---- */
+
+/* --idle: after how many minutes a quiet lease counts as idle, by default and at most. */
+#define CLI_IDLE_DEFAULT VD_AUDIT_IDLE_DEFAULT_MIN
+#define CLI_IDLE_MAX	 525600
+
+/* Reads --idle MINUTES (a number, fractions allowed): 0, or -1 after saying what is wrong. */
+int cli_parse_idle(double *minutes, const char *arg);
+
+/*
+ * The audit of the leases on sys now, with this user's memory of earlier
+ * looks (read, then written back); NULL without a snapshot or leases, or
+ * after saying why it failed.
+ */
+struct vd_audit *cli_audit(const struct vd_system *sys, const struct vd_leases *leases,
+			   double idle_minutes);
+
+/* What the audit says of lease i in a word or two: "active", "idle 42m", "squatted", "?". */
+void cli_lease_use(char *buf, size_t n, const struct vd_audit *a, size_t i);
+
+/* Lease i's audit as JSON (null without an audit), and the findings (null likewise). */
+json_t *cli_json_lease_audit(const struct vd_audit *a, size_t i);
+json_t *cli_json_audit(const struct vd_audit *a, const struct vd_system *sys,
+		       const struct vd_leases *leases);
+
+/* Finding i in a sentence, and every finding on a line of its own ("audit: ..."). */
+void cli_audit_text(char *buf, size_t n, const struct vd_audit *a, size_t i,
+		    const struct vd_system *sys, const struct vd_leases *leases);
+void cli_print_audit(const struct vd_audit *a, const struct vd_system *sys,
+		     const struct vd_leases *leases);
 
 #endif

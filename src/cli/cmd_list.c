@@ -2,10 +2,12 @@
  * cmd_list.c - `visdev list`: every GPU, its state, and how the current
  * CUDA_VISIBLE_DEVICES maps onto it.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 #include "commands.h"
@@ -13,13 +15,15 @@
 extern char **environ;
 
 static const char usage[] =
-	"usage: visdev list [--free] [--color WHEN] [--json | --format prometheus]\n"
+	"usage: visdev list [--free] [--color WHEN] [--idle MINUTES] [--watch SECONDS]\n"
+	"                   [--json | --format prometheus]\n"
 	"                   [--demo | --fixture FILE | --nvml-lib PATH]\n"
 	"\n"
 	"Lists every GPU (and MIG device): its state, model, memory, utilisation,\n"
 	"temperature, power, which cuda:N it is under the current CUDA_VISIBLE_DEVICES\n"
 	"and CUDA_DEVICE_ORDER, and under it the processes (pid, user, memory, name)\n"
-	"and the leases. A state is one of:\n"
+	"and the leases, with the audit's findings (see 'visdev leases --help').\n"
+	"A state is one of:\n"
 	"  free     no lease, nothing at work: any request may have it\n"
 	"  shared   shared leases (--mem) only; the memory still reservable is shown\n"
 	"  leased   an exclusive lease\n"
@@ -32,14 +36,20 @@ static const char usage[] =
 	"                     shared ones with memory left (exit 3 when there is none)\n"
 	"  --color WHEN       colour the states: auto (on a terminal, unless NO_COLOR\n"
 	"                     is set), always or never\n"
-	"  --format prometheus  the GPUs, states, leases and line as Prometheus metrics\n"
-	"                     (text exposition format, for a textfile collector)\n" CLI_GLOBAL_USAGE;
+	"  --idle MINUTES     a lease whose job has not used its GPU for this long,\n"
+	"                     at every look, is idle (default 30)\n"
+	"  --watch SECONDS    print it all again every SECONDS (fractions allowed), until\n"
+	"                     interrupted; with --json, one object a line\n"
+	"  --format prometheus  the GPUs, states, leases, line and audit as Prometheus\n"
+	"                     metrics (text exposition format, for a textfile collector)\n" CLI_GLOBAL_USAGE;
 
 /* clang-format off */
 static const struct option options[] = {
 	{ "free", no_argument, NULL, 'f' },
 	{ "color", required_argument, NULL, 'c' },
 	{ "format", required_argument, NULL, 'F' + 256 },
+	{ "idle", required_argument, NULL, 'i' },
+	{ "watch", required_argument, NULL, 'w' },
 	CLI_GLOBAL_OPTIONS
 };
 /* clang-format on */
@@ -47,6 +57,19 @@ static const struct option options[] = {
 #define NAME_COLUMNS	37 /* the widest NAME column that keeps the rest within them */
 #define PROCESSES_SHOWN 5  /* under a GPU; list --json has them all */
 #define INDENT		"       "
+
+/* One look at the machine, and how to show it. */
+struct view {
+	struct vd_system *sys;
+	struct vd_resolution *res;
+	struct vd_leases *leases;
+	struct vd_line *line;
+	struct vd_audit *audit;
+	int w;	   /* the NAME column */
+	int color; /* colour the states */
+	int only_free;
+	double idle; /* --idle, minutes */
+};
 
 /* A device's state, and whether --free shows it. */
 struct state {
@@ -106,24 +129,32 @@ static json_t *json_processes(const struct vd_gpu *gpu)
 	return a;
 }
 
-/* The live leases on the device with this UUID, as JSON (holds for the line are the line's). */
-static json_t *json_leases(const struct vd_leases *leases, const char *uuid)
+/*
+ * The live leases on the device with this UUID, as JSON, each with its
+ * audit (holds for the line are the line's).
+ */
+static json_t *json_leases(const struct view *v, const char *uuid)
 {
 	json_t *a = json_array();
 
-	for (size_t i = 0; leases && i < leases->n; i++)
-		if (leases->holders[i].mode != VD_LEASE_HELD &&
-		    !strcmp(leases->holders[i].uuid, uuid))
-			json_array_append_new(a, cli_json_lease(&leases->holders[i]));
+	for (size_t i = 0; v->leases && i < v->leases->n; i++) {
+		json_t *o;
+
+		if (v->leases->holders[i].mode == VD_LEASE_HELD ||
+		    strcmp(v->leases->holders[i].uuid, uuid))
+			continue;
+		o = cli_json_lease(&v->leases->holders[i]);
+		json_object_set_new(o, "audit", cli_json_lease_audit(v->audit, i));
+		json_array_append_new(a, o);
+	}
 	return a;
 }
 
-static json_t *json_mig(const struct vd_system *sys, const struct vd_resolution *res,
-			const struct vd_leases *leases, struct vd_device_ref d,
-			const struct state *s)
+static json_t *json_mig(const struct view *v, struct vd_device_ref d, const struct state *s)
 {
+	const struct vd_system *sys = v->sys;
 	const struct vd_mig *mi = &sys->gpus[d.gpu].mig[d.mig];
-	int known = mi->fields & VD_GPU_MEMORY, mc = vd_resolution_cuda(res, d);
+	int known = mi->fields & VD_GPU_MEMORY, mc = vd_resolution_cuda(v->res, d);
 	json_t *o = cli_json_device(sys, d);
 
 	json_object_set_new(o, "memory_total_mib",
@@ -134,26 +165,26 @@ static json_t *json_mig(const struct vd_system *sys, const struct vd_resolution 
 			    cli_json_known_int(known, vd_device_memory_free_mib(sys, d)));
 	json_set_state(o, s);
 	json_object_set_new(o, "cuda", mc < 0 ? json_null() : json_integer(mc));
-	json_object_set_new(o, "leases", json_leases(leases, mi->uuid));
+	json_object_set_new(o, "leases", json_leases(v, mi->uuid));
 	return o;
 }
 
 /* A GPU as JSON; NULL when only_free and nothing of it is free. */
-static json_t *json_gpu(const struct vd_system *sys, const struct vd_resolution *res,
-			const struct vd_leases *leases, size_t i, int only_free)
+static json_t *json_gpu(const struct view *v, size_t i)
 {
-	const struct vd_gpu *g = &sys->gpus[i];
+	const struct vd_gpu *g = &v->sys->gpus[i];
 	unsigned f = g->fields;
-	int cuda = vd_resolution_cuda(res, (struct vd_device_ref){ (unsigned)i, -1 });
-	struct state s = device_state(sys, leases, (struct vd_device_ref){ (unsigned)i, -1 });
+	int cuda = vd_resolution_cuda(v->res, (struct vd_device_ref){ (unsigned)i, -1 });
+	struct state s = device_state(v->sys, v->leases, (struct vd_device_ref){ (unsigned)i, -1 });
+	int only_free = v->only_free;
 	json_t *o = json_object(), *mig = json_array();
 
 	for (size_t m = 0; m < g->nmig; m++) {
 		struct vd_device_ref d = { (unsigned)i, (int)m };
-		struct state ms = device_state(sys, leases, d);
+		struct state ms = device_state(v->sys, v->leases, d);
 
 		if (!only_free || state_free(&ms))
-			json_array_append_new(mig, json_mig(sys, res, leases, d, &ms));
+			json_array_append_new(mig, json_mig(v, d, &ms));
 	}
 	if (only_free && !state_free(&s) && !json_array_size(mig)) {
 		json_decref(o);
@@ -184,16 +215,19 @@ static json_t *json_gpu(const struct vd_system *sys, const struct vd_resolution 
 	json_object_set_new(o, "mig_mode", json_boolean(g->mig_mode));
 	json_object_set_new(o, "mig", mig);
 	json_object_set_new(o, "cuda", cuda < 0 ? json_null() : json_integer(cuda));
-	json_object_set_new(o, "leases", json_leases(leases, g->uuid));
+	json_object_set_new(o, "leases", json_leases(v, g->uuid));
 	return o;
 }
 
-/* Prints the JSON; returns EXIT_NONE when only_free finds nothing free. */
-static int print_json(const struct vd_system *sys, const struct vd_resolution *res,
-		      const struct vd_leases *leases, const struct vd_line *line, int only_free)
+/*
+ * Prints the JSON (on one line with compact); returns EXIT_NONE when
+ * only_free finds nothing free.
+ */
+static int print_json(const struct view *v, int compact)
 {
 	json_t *root = json_object(), *gpus = json_array(), *links = json_array();
 	const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+	const struct vd_system *sys = v->sys;
 	int rc;
 
 	json_object_set_new(root, "driver_version",
@@ -203,7 +237,7 @@ static int print_json(const struct vd_system *sys, const struct vd_resolution *r
 		root, "cuda_driver_version",
 		cli_json_known_int(sys->cuda_driver_version >= 0, sys->cuda_driver_version));
 	for (size_t i = 0; i < sys->ngpus; i++) {
-		json_t *gpu = json_gpu(sys, res, leases, i, only_free);
+		json_t *gpu = json_gpu(v, i);
 
 		if (gpu)
 			json_array_append_new(gpus, gpu);
@@ -215,11 +249,19 @@ static int print_json(const struct vd_system *sys, const struct vd_resolution *r
 						       vd_link_level_name(sys->links[i].level)));
 	json_object_set_new(root, "links", links);
 	json_object_set_new(root, "cuda_visible_devices", cvd ? cli_json_str(cvd) : json_null());
-	json_object_set_new(root, "order", json_string(vd_order_name(res->order)));
-	json_object_set_new(root, "warnings", cli_json_warnings(res, 1));
-	json_object_set_new(root, "line", cli_json_line(line, sys));
-	rc = only_free && !json_array_size(gpus) ? EXIT_NONE : EXIT_OK;
-	return cli_print_json(root) ? EXIT_FAIL : rc;
+	json_object_set_new(root, "order", json_string(vd_order_name(v->res->order)));
+	json_object_set_new(root, "warnings", cli_json_warnings(v->res, 1));
+	json_object_set_new(root, "line", cli_json_line(v->line, sys));
+	json_object_set_new(root, "idle_minutes", json_real(v->idle));
+	json_object_set_new(root, "audit", cli_json_audit(v->audit, sys, v->leases));
+	rc = v->only_free && !json_array_size(gpus) ? EXIT_NONE : EXIT_OK;
+	if (!compact)
+		return cli_print_json(root) ? EXIT_FAIL : rc;
+	if (json_dumpf(root, stdout, JSON_COMPACT | JSON_REAL_PRECISION(9)) < 0)
+		rc = EXIT_FAIL;
+	fputc('\n', stdout);
+	json_decref(root);
+	return rc;
 }
 
 /* One line under a device, indented, cut to fit the table. */
@@ -280,12 +322,18 @@ static void print_processes(const struct vd_gpu *g)
 	}
 }
 
-/* One line under a device for each lease on it, and what is left to share. */
-static void print_leases(const struct vd_leases *leases, const char *uuid, const struct state *s)
+/*
+ * One line under a device for each lease on it (and a second when the
+ * audit saw it quiet or idle), and what is left to share.
+ */
+static void print_leases(const struct view *v, const char *uuid, const struct state *s)
 {
+	const struct vd_leases *leases = v->leases;
+
 	for (size_t i = 0; leases && i < leases->n; i++) {
 		const struct vd_lease_holder *h = &leases->holders[i];
-		char since[32];
+		const struct vd_lease_audit *la = v->audit ? &v->audit->leases[i] : NULL;
+		char since[32], use[32];
 
 		if (strcmp(h->uuid, uuid) || h->mode == VD_LEASE_HELD)
 			continue;
@@ -296,6 +344,9 @@ static void print_leases(const struct vd_leases *leases, const char *uuid, const
 		else
 			print_under("leased by %s (pid %d, %s) since %s", h->user, (int)h->pid,
 				    h->command, since);
+		cli_lease_use(use, sizeof(use), v->audit, i);
+		if (la && (la->use == VD_USE_QUIET || la->use == VD_USE_IDLE) && la->quiet_s >= 0)
+			print_under("%s: nothing of its job at work on it at any look since", use);
 	}
 	if (s->known && s->st.state == VD_STATE_SHARED && s->st.free_mib >= 0)
 		print_under("%.1f GiB still reservable by --mem jobs", s->st.free_mib / 1024.0);
@@ -303,15 +354,6 @@ static void print_leases(const struct vd_leases *leases, const char *uuid, const
 		print_under("%.1f GiB in use that no lease and no listed process explains",
 			    s->st.unexplained_mib / 1024.0);
 }
-
-struct table {
-	const struct vd_system *sys;
-	const struct vd_resolution *res;
-	const struct vd_leases *leases;
-	int w;	   /* the NAME column */
-	int color; /* colour the states */
-	int only_free;
-};
 
 /* The SGR colour of a state: green free, yellow leased or held, red busy or lost. */
 static const char *state_color(const struct state *s)
@@ -326,7 +368,7 @@ static const char *state_color(const struct state *s)
 }
 
 /* A row: index (or blank), name, state, and the rest of the columns as given. */
-static void print_row(const struct table *t, const char *index, const char *name,
+static void print_row(const struct view *t, const char *index, const char *name,
 		      const struct state *s, const char *rest)
 {
 	char shown[NAME_COLUMNS + 8];
@@ -336,7 +378,7 @@ static void print_row(const struct table *t, const char *index, const char *name
 	cli_printf("  %s\n", rest);
 }
 
-static void print_gpu(const struct table *t, size_t i)
+static void print_gpu(const struct view *t, size_t i)
 {
 	const struct vd_gpu *g = &t->sys->gpus[i];
 	struct vd_device_ref ref = { (unsigned)i, -1 };
@@ -363,7 +405,7 @@ static void print_gpu(const struct table *t, size_t i)
 		 g->mig_mode && !vd_resolution_dropped(t->res, ref) ? "MIG mode" : cuda);
 	print_row(t, index, g->name, &s, rest);
 	print_processes(g);
-	print_leases(t->leases, g->uuid, &s);
+	print_leases(t, g->uuid, &s);
 	for (size_t m = 0; m < g->nmig; m++) {
 		const struct vd_mig *mi = &g->mig[m];
 		struct vd_device_ref d = { (unsigned)i, (int)m };
@@ -380,12 +422,12 @@ static void print_gpu(const struct table *t, size_t i)
 		snprintf(rest, sizeof(rest), "%17s  %4s  %4s  %5s  %s", mem, "", "", "", cuda);
 		print_row(t, "", label, &ms, rest);
 		print_under("%s", mi->uuid);
-		print_leases(t->leases, mi->uuid, &ms);
+		print_leases(t, mi->uuid, &ms);
 	}
 }
 
 /* Whether --free shows GPU i: it, or one of its MIG devices, is free. */
-static int gpu_shown(const struct table *t, size_t i)
+static int gpu_shown(const struct view *t, size_t i)
 {
 	const struct vd_gpu *g = &t->sys->gpus[i];
 	struct state s = device_state(t->sys, t->leases, (struct vd_device_ref){ (unsigned)i, -1 });
@@ -401,7 +443,7 @@ static int gpu_shown(const struct table *t, size_t i)
 }
 
 /* The table; returns how many GPUs it showed. */
-static size_t print_table(const struct table *t)
+static size_t print_table(const struct view *t)
 {
 	size_t shown = 0;
 
@@ -459,24 +501,106 @@ static void print_mapping(const struct vd_system *sys, const struct vd_resolutio
 		cli_printf("'visdev map' explains how CUDA reads the value\n");
 }
 
+/* Looks at the machine through backend b: v's snapshot, leases, line and audit. */
+static int look(struct view *v, struct vd_backend *b)
+{
+	int err = vd_backend_snapshot(&v->sys, b), rc;
+
+	if (err)
+		return cli_library_error(err);
+	rc = cli_resolve_env(&v->res, v->sys, 0);
+	if (rc)
+		return rc;
+	/* the GPUs are worth listing even when the lease directory cannot be read */
+	if (vd_leases_read(&v->leases, cli_lease_dir(), v->sys)) {
+		cli_error("leases unknown: %s", vd_error_last());
+		return EXIT_OK;
+	}
+	v->audit = cli_audit(v->sys, v->leases, v->idle);
+	v->line = cli_line(v->sys, v->leases);
+	/* what the line holds shows as held, and only in the states */
+	if (v->line && vd_line_holds(v->leases, v->line, v->sys))
+		cli_error("what the waiting requests hold is unknown: %s", vd_error_last());
+	return EXIT_OK;
+}
+
+static void forget(struct view *v)
+{
+	vd_audit_free(v->audit);
+	vd_line_free(v->line);
+	vd_leases_free(v->leases);
+	vd_resolution_free(v->res);
+	vd_system_free(v->sys);
+	v->audit = NULL;
+	v->line = NULL;
+	v->leases = NULL;
+	v->res = NULL;
+	v->sys = NULL;
+}
+
+/* The table and all under it, for people. */
+static int print_text(struct view *v)
+{
+	char **notes = NULL;
+	size_t nnotes = 0;
+	int rc = EXIT_OK;
+
+	v->w = cli_name_width(v->sys);
+	if (v->w > NAME_COLUMNS)
+		v->w = NAME_COLUMNS;
+	if (!print_table(v)) { /* no GPU, or none free */
+		if (!v->sys->ngpus)
+			cli_printf("no GPU found\n");
+		else
+			cli_printf("no GPU is free now: 'visdev list' shows who has them, and "
+				   "'visdev run --wait' waits in line for one\n");
+		if (v->only_free)
+			rc = EXIT_NONE;
+	}
+	if (v->only_free)
+		return rc;
+	cli_print_audit(v->audit, v->sys, v->leases);
+	cli_print_line(v->line, v->sys);
+	print_mapping(v->sys, v->res);
+	cli_print_notes(v->res->warnings, v->res->nwarnings);
+	if (vd_env_check(&notes, &nnotes, environ) == 0)
+		cli_print_notes(notes, nnotes);
+	vd_strings_free(notes, nnotes);
+	return rc;
+}
+
+/* Reads --watch SECONDS into *out: 0, or -1 after saying what is wrong. */
+static int parse_watch(double *out, const char *arg)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtod(arg, &end);
+	if (*arg < '0' || *arg > '9' || *end || errno || !(*out >= 0.1) || *out > 86400) {
+		cli_error("--watch takes seconds, a number from 0.1 to 86400, not '%s'", arg);
+		return -1;
+	}
+	return 0;
+}
+
 int cmd_list(int argc, char **argv)
 {
 	struct cli_globals g = { 0 };
-	struct vd_system *sys = NULL;
-	struct vd_resolution *res = NULL;
-	struct vd_leases *leases = NULL;
-	struct vd_line *line = NULL;
-	struct table t = { 0 };
+	struct vd_backend *b = NULL;
+	struct view v = { .idle = CLI_IDLE_DEFAULT };
 	const char *color = NULL;
-	char **notes = NULL;
-	size_t nnotes = 0;
+	double watch = 0;
 	int rc, opt, prometheus = 0;
 
 	while ((opt = cli_getopt(argc, argv, "h", options)) != -1) {
 		if (opt == 'f')
-			t.only_free = 1;
+			v.only_free = 1;
 		else if (opt == 'c')
 			color = optarg;
+		else if (opt == 'i' && cli_parse_idle(&v.idle, optarg))
+			return EXIT_USAGE;
+		else if (opt == 'w' && parse_watch(&watch, optarg))
+			return EXIT_USAGE;
 		else if (opt == 'F' + 256 && !strcmp(optarg, "prometheus"))
 			prometheus = 1;
 		else if (opt == 'F' + 256)
@@ -484,71 +608,52 @@ int cmd_list(int argc, char **argv)
 					 "--format takes prometheus, not '%s' (and --json "
 					 "gives JSON)",
 					 optarg);
-		else if (!cli_global_option(&g, opt, optarg))
+		else if (opt != 'i' && opt != 'w' && !cli_global_option(&g, opt, optarg))
 			return EXIT_USAGE;
 	}
 	if (cli_wants_help(&g, usage))
 		return EXIT_OK;
 	if (optind < argc)
 		return cli_usage(argv[0], "list takes no arguments ('%s' given)", argv[optind]);
-	if (prometheus && (g.json || t.only_free))
+	if (prometheus && (g.json || v.only_free))
 		return cli_usage(argv[0],
 				 "--format prometheus describes every device: not with "
 				 "%s",
 				 g.json ? "--json" : "--free");
-	t.color = cli_color_choice(argv[0], color);
-	if (t.color < 0)
+	if (prometheus && watch > 0)
+		return cli_usage(argv[0], "--format prometheus is read by a collector, not "
+					  "watched: run it from cron instead of --watch");
+	v.color = cli_color_choice(argv[0], color);
+	if (v.color < 0)
 		return EXIT_USAGE;
-	rc = cli_snapshot(&sys, &g);
+	rc = cli_backend(&b, &g);
 	if (rc)
 		return rc;
-	rc = cli_resolve_env(&res, sys, 0);
-	if (rc)
-		goto out;
-	/* the GPUs are worth listing even when the lease directory cannot be read */
-	if (vd_leases_read(&leases, cli_lease_dir(), sys)) {
-		cli_error("leases unknown: %s", vd_error_last());
-	} else {
-		line = cli_line(sys, leases);
-		/* what the line holds shows as held, and only in the states */
-		if (line && vd_line_holds(leases, line, sys))
-			cli_error("what the waiting requests hold is unknown: %s", vd_error_last());
+	for (;;) {
+		if (watch > 0 && !g.json) {
+			char now[32];
+
+			vd_format_time(now, sizeof(now), (int64_t)time(NULL));
+			cli_printf("-- %s, every %gs --\n", now, watch);
+		}
+		rc = look(&v, b);
+		if (rc == EXIT_OK && g.json)
+			rc = print_json(&v, watch > 0);
+		else if (rc == EXIT_OK && prometheus)
+			cli_print_prometheus(v.sys, v.leases, v.line, v.audit);
+		else if (rc == EXIT_OK)
+			rc = print_text(&v);
+		forget(&v);
+		if (watch <= 0)
+			break;
+		/* a look that failed (NVML erred for a moment) is said, and the next one made */
+		if (!g.json)
+			cli_printf("\n");
+		fflush(stdout);
+		nanosleep(&(struct timespec){ (time_t)watch,
+					      (long)((watch - (double)(time_t)watch) * 1e9) },
+			  NULL);
 	}
-	if (g.json) {
-		rc = print_json(sys, res, leases, line, t.only_free);
-		goto out;
-	}
-	if (prometheus) {
-		cli_print_prometheus(sys, leases, line);
-		goto out;
-	}
-	t.sys = sys;
-	t.res = res;
-	t.leases = leases;
-	t.w = cli_name_width(sys);
-	if (t.w > NAME_COLUMNS)
-		t.w = NAME_COLUMNS;
-	if (!print_table(&t)) { /* no GPU, or none free */
-		if (!sys->ngpus)
-			cli_printf("no GPU found\n");
-		else
-			cli_printf("no GPU is free now: 'visdev list' shows who has them, and "
-				   "'visdev run --wait' waits in line for one\n");
-		if (t.only_free)
-			rc = EXIT_NONE;
-	}
-	if (t.only_free)
-		goto out;
-	cli_print_line(line, sys);
-	print_mapping(sys, res);
-	cli_print_notes(res->warnings, res->nwarnings);
-	if (vd_env_check(&notes, &nnotes, environ) == 0)
-		cli_print_notes(notes, nnotes);
-	vd_strings_free(notes, nnotes);
-out:
-	vd_line_free(line);
-	vd_leases_free(leases);
-	vd_resolution_free(res);
-	vd_system_free(sys);
+	vd_backend_free(b);
 	return rc;
 }

@@ -164,7 +164,25 @@ static void readings(const struct vd_system *sys)
 	}
 }
 
-static void leases_metrics(const struct vd_system *sys, const struct vd_leases *leases)
+/* The labels that name a lease: its device (gpu and uuid where the snapshot has it), user, pid. */
+static void lease_labels(const struct vd_system *sys, const struct vd_lease_holder *h)
+{
+	struct vd_device_ref d;
+
+	if (sys && vd_system_find(&d, sys, h->uuid) == 0) {
+		device_labels(sys, d);
+	} else {
+		printf("uuid=\"");
+		put_value(h->uuid);
+		printf("\"");
+	}
+	printf(",user=\"");
+	put_value(h->user);
+	printf("\",pid=\"%d\"", (int)h->pid);
+}
+
+static void leases_metrics(const struct vd_system *sys, const struct vd_leases *leases,
+			   const struct vd_audit *audit)
 {
 	size_t n = 0;
 
@@ -172,26 +190,77 @@ static void leases_metrics(const struct vd_system *sys, const struct vd_leases *
 	       "A live lease: its device, holder, job and mode (1 per lease and device).");
 	for (size_t i = 0; leases && i < leases->n; i++) {
 		const struct vd_lease_holder *h = &leases->holders[i];
-		struct vd_device_ref d;
 
 		if (h->mode == VD_LEASE_HELD)
 			continue;
 		n++;
 		printf("visdev_lease_info{");
-		if (sys && vd_system_find(&d, sys, h->uuid) == 0) {
-			device_labels(sys, d);
-		} else {
-			printf("uuid=\"");
-			put_value(h->uuid);
-			printf("\"");
-		}
-		printf(",user=\"");
-		put_value(h->user);
-		printf("\",pid=\"%d\",mode=\"%s\"} 1\n", (int)h->pid,
-		       h->mode == VD_LEASE_SHARED ? "shared" : "exclusive");
+		lease_labels(sys, h);
+		printf(",mode=\"%s\"} 1\n", h->mode == VD_LEASE_SHARED ? "shared" : "exclusive");
 	}
 	header("visdev_leases", "gauge", "How many leases are live.");
 	printf("visdev_leases %zu\n", n);
+	header("visdev_lease_quiet_seconds", "gauge",
+	       "How long the audit has seen a lease's job not use its device (0: at work).");
+	for (size_t i = 0; audit && i < audit->nleases; i++) {
+		const struct vd_lease_audit *la = &audit->leases[i];
+
+		if (la->use == VD_USE_UNKNOWN || (la->use != VD_USE_ACTIVE && la->quiet_s < 0))
+			continue;
+		printf("visdev_lease_quiet_seconds{");
+		lease_labels(sys, &leases->holders[i]);
+		printf("} %lld\n", la->use == VD_USE_ACTIVE ? 0LL : (long long)la->quiet_s);
+	}
+	header("visdev_lease_idle", "gauge",
+	       "1 when a lease is idle: quiet at every look for the idle threshold.");
+	for (size_t i = 0; audit && i < audit->nleases; i++) {
+		if (audit->leases[i].use == VD_USE_UNKNOWN)
+			continue;
+		printf("visdev_lease_idle{");
+		lease_labels(sys, &leases->holders[i]);
+		printf("} %d\n", audit->leases[i].use == VD_USE_IDLE);
+	}
+}
+
+/* The audit's findings: squatters one by one, memory nothing explains per GPU, and a count. */
+static void audit_metrics(const struct vd_system *sys, const struct vd_audit *audit)
+{
+	static const enum vd_audit_kind kinds[] = { VD_AUDIT_SQUATTER, VD_AUDIT_UNEXPLAINED,
+						    VD_AUDIT_IDLE };
+	struct vd_device_ref d;
+
+	header("visdev_audit_squatter_info", "gauge",
+	       "A process on a leased GPU that is part of no job leasing it (1 each).");
+	for (size_t i = 0; audit && i < audit->n; i++) {
+		const struct vd_audit_finding *f = &audit->findings[i];
+
+		if (f->kind != VD_AUDIT_SQUATTER || vd_system_find(&d, sys, f->uuid))
+			continue;
+		printf("visdev_audit_squatter_info{");
+		device_labels(sys, d);
+		printf(",pid=\"%d\",user=\"", (int)f->pid);
+		put_value(f->user);
+		printf("\"} 1\n");
+	}
+	header("visdev_audit_unexplained_bytes", "gauge",
+	       "Memory in use on a leased GPU that no listed process explains.");
+	for (size_t i = 0; audit && i < audit->n; i++) {
+		const struct vd_audit_finding *f = &audit->findings[i];
+
+		if (f->kind != VD_AUDIT_UNEXPLAINED || vd_system_find(&d, sys, f->uuid))
+			continue;
+		printf("visdev_audit_unexplained_bytes{");
+		device_labels(sys, d);
+		printf("} %lld\n", (long long)f->mib * 1048576);
+	}
+	header("visdev_audit_findings", "gauge", "How many findings of each kind the audit made.");
+	for (size_t k = 0; audit && k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		size_t n = 0;
+
+		for (size_t i = 0; i < audit->n; i++)
+			n += audit->findings[i].kind == kinds[k];
+		printf("visdev_audit_findings{kind=\"%s\"} %zu\n", vd_audit_kind_name(kinds[k]), n);
+	}
 }
 
 static void line_metrics(const struct vd_line *line)
@@ -210,7 +279,7 @@ static void line_metrics(const struct vd_line *line)
 }
 
 void cli_print_prometheus(const struct vd_system *sys, const struct vd_leases *leases,
-			  const struct vd_line *line)
+			  const struct vd_line *line, const struct vd_audit *audit)
 {
 	header("visdev_device_info", "gauge",
 	       "A GPU or MIG device: its model, PCI bus id (and MIG profile); always 1.");
@@ -227,7 +296,8 @@ void cli_print_prometheus(const struct vd_system *sys, const struct vd_leases *l
 	       "Memory a shared (--mem) request could still reserve on the device.");
 	each_device(sys, leases, reservable);
 	readings(sys);
-	leases_metrics(sys, leases);
+	leases_metrics(sys, leases, audit);
 	line_metrics(line);
+	audit_metrics(sys, audit);
 	fflush(stdout);
 }

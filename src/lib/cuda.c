@@ -458,22 +458,7 @@ int vd_cuda_enumerate(char ***out, size_t *nout, const char *cuda_lib, const cha
 /* The per-user cache file of CUDA's order: $XDG_CACHE_HOME or ~/.cache, then visdev/. */
 static int cache_path(char *out, size_t n, int make_dirs)
 {
-	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-	char dir[4096];
-
-	if (xdg && *xdg)
-		snprintf(dir, sizeof(dir), "%s", xdg);
-	else if (home && *home)
-		snprintf(dir, sizeof(dir), "%s/.cache", home);
-	else
-		return -1;
-	if (make_dirs)
-		mkdir(dir, 0700);
-	if ((size_t)snprintf(out, n, "%s/visdev", dir) >= n)
-		return -1;
-	if (make_dirs)
-		mkdir(out, 0700);
-	return (size_t)snprintf(out, n, "%s/visdev/cuda-order", dir) >= n ? -1 : 0;
+	return user_file(out, n, "XDG_CACHE_HOME", ".cache", "cuda-order", make_dirs);
 }
 
 /* The key of a cached order: this boot, and what the caller says identifies the machine. */
@@ -523,24 +508,21 @@ static int cache_read(char ***out, size_t *nout, const char *want)
 	return 0;
 }
 
-/* Writes the order for others to read, whole or not at all (a new file renamed in place). */
+/* Writes the order for others to read, whole or not at all. */
 static void cache_write(char **uuids, size_t n, const char *key)
 {
-	char path[4200], tmp[4300];
-	FILE *f;
+	char path[4200], *text = NULL;
+	size_t len;
+	FILE *f = open_memstream(&text, &len);
 
-	if (cache_path(path, sizeof(path), 1))
-		return;
-	snprintf(tmp, sizeof(tmp), "%s.%ld", path, (long)getpid());
-	f = fopen(tmp, "we");
 	if (!f)
 		return;
 	fprintf(f, "%s\n", key);
 	for (size_t i = 0; i < n; i++)
 		fprintf(f, "%s\n", uuids[i]);
-	if (fclose(f) == 0 && rename(tmp, path) == 0)
-		return;
-	unlink(tmp);
+	if (fclose(f) == 0 && cache_path(path, sizeof(path), 1) == 0)
+		file_replace(path, text, len);
+	free(text);
 }
 
 int cuda_fastest_order(char ***out, size_t *nout, const char *key)

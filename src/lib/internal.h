@@ -65,6 +65,21 @@ const char *env_near_miss(const char *name, int *case_only);
  */
 int array_grow(void *items_ptr, size_t *cap, size_t n, size_t size, size_t first);
 
+/*
+ * A file of the user's own: "$XDG_VAR/visdev/NAME" when that variable is
+ * set, else "$HOME/UNDER_HOME/visdev/NAME" (under_home ".cache",
+ * ".local/state"), into out of n bytes; with make_dirs, the folders on the
+ * way are made (0700). -1 without either variable, or a path too long.
+ */
+int user_file(char *out, size_t n, const char *xdg_var, const char *under_home, const char *name,
+	      int make_dirs);
+
+/*
+ * Replaces the file at path with len bytes of text, whole or not at all (a
+ * new file renamed in place): 0, or -1 with errno.
+ */
+int file_replace(const char *path, const char *text, size_t len);
+
 /* Appends a formatted line to a growing array of strings. */
 int strings_push(char ***list, size_t *n, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -218,4 +220,45 @@ long vd_nearest_word(const char *word, const char *const *words, size_t n)
 	if (best >= 0 && best_d <= 2 && best_d <= len / 2)
 		return best;
 	return prefixed == 1 ? prefix : -1;
+}
+
+int user_file(char *out, size_t n, const char *xdg_var, const char *under_home, const char *name,
+	      int make_dirs)
+{
+	const char *xdg = getenv(xdg_var), *home = getenv("HOME");
+	int len;
+
+	if (xdg && *xdg)
+		len = snprintf(out, n, "%s/visdev/%s", xdg, name);
+	else if (home && *home)
+		len = snprintf(out, n, "%s/%s/visdev/%s", home, under_home, name);
+	else
+		return -1;
+	if (len < 0 || (size_t)len >= n)
+		return -1;
+	/* mkdir -p of its folder: each on the way, made the user's own when missing */
+	for (char *slash = out + 1; make_dirs && (slash = strchr(slash, '/')); slash++) {
+		*slash = '\0';
+		mkdir(out, 0700);
+		*slash = '/';
+	}
+	return 0;
+}
+
+int file_replace(const char *path, const char *text, size_t len)
+{
+	char tmp[4200];
+	FILE *f;
+	int whole;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.%ld", path, (long)getpid()) >= sizeof(tmp))
+		return -1;
+	f = fopen(tmp, "we");
+	if (!f)
+		return -1;
+	whole = fwrite(text, 1, len, f) == len;
+	if (fclose(f) == 0 && whole && rename(tmp, path) == 0)
+		return 0;
+	unlink(tmp);
+	return -1;
 }

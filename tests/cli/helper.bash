@@ -14,7 +14,7 @@ setup() {
 	# a machine without a driver, whatever this one has
 	export VISDEV_NVML_LIB=$BATS_TEST_TMPDIR/no-such-libnvidia-ml.so.1
 	export VISDEV_LEASE_DIR=$BATS_TEST_TMPDIR/leases
-	export XDG_CACHE_HOME=$BATS_TEST_TMPDIR/cache
+	export XDG_CACHE_HOME=$BATS_TEST_TMPDIR/cache XDG_STATE_HOME=$BATS_TEST_TMPDIR/state
 }
 
 # visdev through the stand-in NVML serving fixture $1 (and its libcuda for the order).
@@ -74,6 +74,10 @@ two_users() {
 	chmod 644 "$SHARED"/*.json
 	# as an administrator sets one up: owned by root, shared by all
 	install -d -m 1777 "$SHARED/leases" "$SHARED/cache"
+	# what the lease audit keeps is each user's own, as in their homes
+	for u in visdev-alice visdev-bob; do
+		install -d -m 700 -o "$u" "$SHARED/state-$u"
+	done
 	export VISDEV_LEASE_DIR=$SHARED/leases XDG_CACHE_HOME=$SHARED/cache
 	cd "$SHARED" || return 1
 }
@@ -84,14 +88,19 @@ two_users() {
 as_user() {
 	local u=$1
 	shift
-	exec setpriv --reuid="$u" --regid="$u" --clear-groups -- "$@"
+	XDG_STATE_HOME=$SHARED/state-$u exec setpriv --reuid="$u" --regid="$u" --clear-groups -- "$@"
 }
 
-teardown() {
+# What two_users made, undone: their processes killed, the shared folder removed.
+two_users_cleanup() {
 	if [ -n "${SHARED:-}" ]; then
 		pkill -KILL -u visdev-alice 2>/dev/null
 		pkill -KILL -u visdev-bob 2>/dev/null
 		rm -rf "$SHARED"
 	fi
 	return 0
+}
+
+teardown() {
+	two_users_cleanup
 }

@@ -41,11 +41,14 @@ keys_of() {
 	kill "$waiter" "$job"
 	want=$(jq -c 'del(.devices, .lease_dir) | keys' lease.json)
 	[ "$want" = '["command","mem_mib","mode","pgid","pid","since","uid","user"]' ]
-	[ "$(jq -c '[.gpus[].leases[] | keys] | unique' <<<"$in_list")" = "[$want]" ]
-	[ "$(jq -c '[.leases[] | del(.index, .uuid) | keys] | unique' <<<"$in_leases")" = "[$want]" ]
+	# list and leases add the lease audit's judgement of it (docs/json.md), the same in both
+	[ "$(jq -c '[.gpus[].leases[] | del(.audit) | keys] | unique' <<<"$in_list")" = "[$want]" ]
+	[ "$(jq -c '[.leases[] | del(.index, .uuid, .audit) | keys] | unique' <<<"$in_leases")" = "[$want]" ]
+	[ "$(jq -c '[.gpus[].leases[].audit | .use, .squatters]' <<<"$in_list")" = '["quiet",0,"quiet",0]' ]
+	[ "$(jq -c '[.leases[].audit | .use, .squatters]' <<<"$in_leases")" = '["quiet",0,"quiet",0]' ]
 	# the values too: the same lease, wherever it is read
-	[ "$(jq -c '[.gpus[].leases[]]' <<<"$in_list")" = \
-		"$(jq -c '[.leases[] | del(.index, .uuid)]' <<<"$in_leases")" ]
+	[ "$(jq -c '[.gpus[].leases[] | del(.audit)]' <<<"$in_list")" = \
+		"$(jq -c '[.leases[] | del(.index, .uuid, .audit)]' <<<"$in_leases")" ]
 	[ "$(jq -c '.line' <<<"$in_list")" = "$(jq -c '.line' <<<"$in_leases")" ]
 	[ "$(jq -r '.line[0].command' <<<"$in_list")" = true ]
 	wait_for gone "$job"

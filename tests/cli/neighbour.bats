@@ -155,7 +155,12 @@ G0=GPU-3c1a7e90-4b1e-4c7a-9d2f-6e8a1b3c5d70 # eight.json's GPU 0
 	for cmd in leases list pick; do
 		run as_user visdev-alice "$VISDEV" --fixture one.json $cmd
 		[[ "$output" != *$'\e'* && "$output" != *$'\a'* ]]
-		assert_output_has '# \e]0;owned\a\e[2J'
+		# leases' table cuts the command to its column: the escapes are seen as far as it goes
+		if [ $cmd = leases ]; then
+			assert_output_has '# \e]0;ow..'
+		else
+			assert_output_has '# \e]0;owned\a\e[2J'
+		fi
 	done
 	# the JSON stays exact
 	run one leases --json

@@ -1,0 +1,177 @@
+/*
+ * audit.c - the lease audit as the commands show it (leases, list, top):
+ * made with this user's memory of earlier looks, told in words and JSON.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+int cli_parse_idle(double *minutes, const char *arg)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (*arg < '0' || *arg > '9' || *end || errno || !isfinite(v) || v > CLI_IDLE_MAX) {
+		cli_error("--idle takes minutes, a number from 0 to %d (%d is the default), not "
+			  "'%s'",
+			  CLI_IDLE_MAX, CLI_IDLE_DEFAULT, arg);
+		return -1;
+	}
+	*minutes = v;
+	return 0;
+}
+
+struct vd_audit *cli_audit(const struct vd_system *sys, const struct vd_leases *leases,
+			   double idle_minutes)
+{
+	struct vd_audit *a = NULL;
+	char *warning = NULL;
+
+	if (!sys || !leases)
+		return NULL;
+	if (vd_audit_now(&a, sys, leases, (int64_t)(idle_minutes * 60 + 0.5), &warning))
+		cli_error("the audit of the leases failed: %s", vd_error_last());
+	if (warning)
+		cli_error("%s", warning);
+	free(warning);
+	return a;
+}
+
+/* "42s", "17m", "3h05m", "2d04h". */
+static void format_span(char *buf, size_t n, int64_t s)
+{
+	if (s < 60)
+		snprintf(buf, n, "%llds", (long long)s);
+	else if (s < 3600)
+		snprintf(buf, n, "%lldm", (long long)(s / 60));
+	else if (s < 86400)
+		snprintf(buf, n, "%lldh%02lldm", (long long)(s / 3600), (long long)(s % 3600 / 60));
+	else
+		snprintf(buf, n, "%lldd%02lldh", (long long)(s / 86400),
+			 (long long)(s % 86400 / 3600));
+}
+
+void cli_lease_use(char *buf, size_t n, const struct vd_audit *a, size_t i)
+{
+	const struct vd_lease_audit *la = a && i < a->nleases ? &a->leases[i] : NULL;
+	char span[32];
+
+	if (!la) {
+		snprintf(buf, n, "?");
+		return;
+	}
+	format_span(span, sizeof(span), la->quiet_s);
+	if (la->nsquatters)
+		snprintf(buf, n, "squatted");
+	else if (la->use == VD_USE_IDLE || (la->use == VD_USE_QUIET && la->quiet_s >= 0))
+		snprintf(buf, n, "%s %s", vd_lease_use_name(la->use), span);
+	else
+		snprintf(buf, n, "%s",
+			 la->use == VD_USE_UNKNOWN ? "?" : vd_lease_use_name(la->use));
+}
+
+json_t *cli_json_lease_audit(const struct vd_audit *a, size_t i)
+{
+	const struct vd_lease_audit *la = a && i < a->nleases ? &a->leases[i] : NULL;
+
+	if (!la)
+		return json_null();
+	return json_pack("{s:s, s:o, s:I, s:I}", "use", vd_lease_use_name(la->use), "quiet_s",
+			 la->quiet_s >= 0 ? json_integer(la->quiet_s) : json_null(), "squatters",
+			 (json_int_t)la->nsquatters, "unexplained_mib",
+			 (json_int_t)la->unexplained_mib);
+}
+
+/* The GPU index of a device, or -1 when the snapshot lacks it. */
+static int gpu_index(const struct vd_system *sys, const char *uuid)
+{
+	struct vd_device_ref d;
+
+	return vd_system_find(&d, sys, uuid) ? -1 : (int)d.gpu;
+}
+
+json_t *cli_json_audit(const struct vd_audit *a, const struct vd_system *sys,
+		       const struct vd_leases *leases)
+{
+	json_t *out = json_array();
+
+	if (!a)
+		return json_null();
+	for (size_t i = 0; i < a->n; i++) {
+		const struct vd_audit_finding *f = &a->findings[i];
+		const struct vd_lease_holder *h = &leases->holders[f->lease];
+		int index = gpu_index(sys, f->uuid);
+		json_t *o = json_pack("{s:s, s:s, s:o, s:{s:s, s:I, s:o, s:I}}", "kind",
+				      vd_audit_kind_name(f->kind), "uuid", f->uuid, "index",
+				      index < 0 ? json_null() : json_integer(index), "lease",
+				      "uuid", h->uuid, "pid", (json_int_t)h->pid, "user",
+				      cli_json_str(h->user), "uid", (json_int_t)h->uid);
+
+		if (f->kind == VD_AUDIT_SQUATTER) {
+			json_object_set_new(o, "pid", json_integer(f->pid));
+			json_object_set_new(o, "uid", json_integer(f->uid));
+			json_object_set_new(o, "user", cli_json_str(f->user));
+			json_object_set_new(o, "command", cli_json_str(f->command));
+			json_object_set_new(o, "used_mib",
+					    f->mib >= 0 ? json_integer(f->mib) : json_null());
+		} else if (f->kind == VD_AUDIT_UNEXPLAINED) {
+			json_object_set_new(o, "unexplained_mib", json_integer(f->mib));
+		} else {
+			json_object_set_new(o, "idle_s", json_integer(f->seconds));
+		}
+		json_array_append_new(out, o);
+	}
+	return out;
+}
+
+void cli_audit_text(char *buf, size_t n, const struct vd_audit *a, size_t i,
+		    const struct vd_system *sys, const struct vd_leases *leases)
+{
+	const struct vd_audit_finding *f = &a->findings[i];
+	const struct vd_lease_holder *h = &leases->holders[f->lease];
+	char device[VD_UUID_MAX + 32], span[32], mem[32];
+	struct vd_device_ref d;
+
+	if (vd_system_find(&d, sys, f->uuid))
+		snprintf(device, sizeof(device), "%s", f->uuid);
+	else
+		cli_device_short(device, sizeof(device), sys, d);
+	switch (f->kind) {
+	case VD_AUDIT_SQUATTER:
+		if (f->mib >= 0)
+			snprintf(mem, sizeof(mem), "%.1f GiB", f->mib / 1024.0);
+		else
+			snprintf(mem, sizeof(mem), "memory unknown");
+		snprintf(buf, n, "squatter on %s, leased to %s: pid %d of %s (%s), %s", device,
+			 h->user, (int)f->pid, f->user, mem, f->command);
+		break;
+	case VD_AUDIT_UNEXPLAINED:
+		snprintf(buf, n,
+			 "%.1f GiB in use on %s, leased to %s, that no listed process explains",
+			 f->mib / 1024.0, device, h->user);
+		break;
+	default:
+		format_span(span, sizeof(span), f->seconds);
+		snprintf(buf, n, "idle lease on %s: %s's pid %d has not used it for %s: %s", device,
+			 f->user, (int)f->pid, span, f->command);
+		break;
+	}
+}
+
+void cli_print_audit(const struct vd_audit *a, const struct vd_system *sys,
+		     const struct vd_leases *leases)
+{
+	char line[VD_COMMAND_MAX + 256], shown[CLI_COLUMNS + 8];
+
+	for (size_t i = 0; a && i < a->n; i++) {
+		cli_audit_text(line, sizeof(line), a, i, sys, leases);
+		cli_printf("audit: %s\n", cli_cut(shown, sizeof(shown), line, CLI_COLUMNS - 7));
+	}
+}
