@@ -41,6 +41,7 @@ endif
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -Iinclude -Isrc/lib $(WARN) $(CFLAGS)
 LIB_CFLAGS = $(ALL_CFLAGS) -fPIC -fvisibility=hidden
 LIBS = -ljansson -ldl
+CURSES_LIBS = -lncursesw -ltinfo
 
 LIB_SRC := $(wildcard src/lib/*.c)
 CLI_SRC := $(wildcard src/cli/*.c)
@@ -58,9 +59,9 @@ STATIC_LIB := $(BUILD)/libvisdev.a
 SHARED_LIB := $(BUILD)/libvisdev.so.0
 PROGRAM := $(BUILD)/visdev
 
-CHECK_DEPS := gcc make perl python3 libjansson-dev libcmocka-dev bats jq tmux fish \
+CHECK_DEPS := gcc make perl python3 libjansson-dev libncurses-dev libcmocka-dev bats jq tmux fish \
 	python3-dev python3-pytest python3-setuptools python3-wheel python3-venv
-DEMO_DEPS := gcc make libjansson-dev
+DEMO_DEPS := gcc make libjansson-dev libncurses-dev
 
 .PHONY: all demo check test deps-check deps-demo install python python-test fuzz bench format \
 	format-check clean
@@ -95,11 +96,18 @@ $(SHARED_LIB): $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libvisdev.so.0 $(LDFLAGS) -o $@ $^ $(LIBS)
 
 $(PROGRAM): $(CLI_OBJ) $(STATIC_LIB)
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(STATIC_LIB) $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(STATIC_LIB) $(LIBS) $(CURSES_LIBS)
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(STATIC_LIB) $(wildcard tests/unit/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS) -lcmocka
+
+# top's layout: the program's pure parts (all but main and the commands), with the library.
+TOPVIEW_OBJ := $(filter-out $(BUILD)/obj/cli/main.o $(BUILD)/obj/cli/cmd_%.o,$(CLI_OBJ))
+
+$(BUILD)/tests/unit/test_topview: tests/unit/test_topview.c $(TOPVIEW_OBJ) $(STATIC_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -Isrc/cli $(LDFLAGS) -o $@ $< $(TOPVIEW_OBJ) $(STATIC_LIB) $(LIBS) -lcmocka
 
 # The escaping of text output lives in the program, not the library.
 $(BUILD)/tests/unit/test_quote: tests/unit/test_quote.c src/cli/quote.c src/cli/quote.h

@@ -919,13 +919,13 @@ VD_API int vd_audit(struct vd_audit **out, const struct vd_system *sys,
 VD_API void vd_audit_free(struct vd_audit *audit);
 
 /*
- * vd_audit() now, with what /proc says (vd_procs_read()) and this user's
- * memory at vd_audit_memory_path(), read and written back. When the memory
- * cannot be kept (no HOME, a damaged or unwritable file), the audit is still
- * made and *warning says what (free() it); else *warning is NULL.
- * Errors: VD_ENOMEM.
+ * vd_audit() now, with what /proc says (vd_procs_read(); kept in *procs
+ * when procs is not NULL, for the caller to free) and this user's memory at
+ * vd_audit_memory_path(), read and written back. When the memory cannot be
+ * kept (no HOME, a damaged or unwritable file), the audit is still made and
+ * *warning says what (free() it); else *warning is NULL. Errors: VD_ENOMEM.
  */
-VD_API int vd_audit_now(struct vd_audit **out, const struct vd_system *sys,
+VD_API int vd_audit_now(struct vd_audit **out, struct vd_procs **procs, const struct vd_system *sys,
 			const struct vd_leases *leases, int64_t idle_after_s, char **warning);
 
 /* ---- The queue's jobs: a job file or a grid (jobs.c, pure) ------------ */

@@ -955,7 +955,7 @@ static PyObject *devices(PyObject *self, PyObject *unused)
 		}
 	} else {
 		/* the audit as list makes it, before the line's holds join the leases */
-		if (vd_audit_now(&audit, sys, l, VD_AUDIT_IDLE_DEFAULT_MIN * 60, &warning)) {
+		if (vd_audit_now(&audit, NULL, sys, l, VD_AUDIT_IDLE_DEFAULT_MIN * 60, &warning)) {
 			vd_leases_free(l);
 			vd_resolution_free(res);
 			vd_system_free(sys);

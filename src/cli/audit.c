@@ -36,7 +36,7 @@ struct vd_audit *cli_audit(const struct vd_system *sys, const struct vd_leases *
 
 	if (!sys || !leases)
 		return NULL;
-	if (vd_audit_now(&a, sys, leases, (int64_t)(idle_minutes * 60 + 0.5), &warning))
+	if (vd_audit_now(&a, NULL, sys, leases, (int64_t)(idle_minutes * 60 + 0.5), &warning))
 		cli_error("the audit of the leases failed: %s", vd_error_last());
 	if (warning)
 		cli_error("%s", warning);

@@ -11,5 +11,6 @@ int cmd_run(int argc, char **argv);
 int cmd_leases(int argc, char **argv);
 int cmd_queue(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
+int cmd_top(int argc, char **argv);
 
 #endif

@@ -22,6 +22,7 @@ static const struct command {
 	{ "leases", cmd_leases, "who holds which GPU now" },
 	{ "queue", cmd_queue, "run many jobs over the GPUs as they free, resumably" },
 	{ "doctor", cmd_doctor, "why a program does not see the GPUs it should, and the fix" },
+	{ "top", cmd_top, "a live view of the GPUs, processes, leases, the line and the audit" },
 };
 
 static void usage(FILE *f)

@@ -603,8 +603,8 @@ const char *vd_audit_kind_name(enum vd_audit_kind kind)
 	return (unsigned)kind < ARRAY_SIZE(names) ? names[kind] : NULL;
 }
 
-int vd_audit_now(struct vd_audit **out, const struct vd_system *sys, const struct vd_leases *leases,
-		 int64_t idle_after_s, char **warning)
+int vd_audit_now(struct vd_audit **out, struct vd_procs **procs_out, const struct vd_system *sys,
+		 const struct vd_leases *leases, int64_t idle_after_s, char **warning)
 {
 	const char *path = vd_audit_memory_path();
 	struct vd_audit_memory *memory = NULL;
@@ -614,6 +614,8 @@ int vd_audit_now(struct vd_audit **out, const struct vd_system *sys, const struc
 
 	*out = NULL;
 	*warning = NULL;
+	if (procs_out)
+		*procs_out = NULL;
 	if (!path) {
 		said = strdup("idle leases are not judged: neither XDG_STATE_HOME nor HOME is set, "
 			      "and the audit keeps what it saw there");
@@ -632,7 +634,10 @@ int vd_audit_now(struct vd_audit **out, const struct vd_system *sys, const struc
 	    asprintf(&said, "idle leases are judged by this look alone: %s", vd_error_last()) < 0)
 		said = NULL;
 out:
-	vd_procs_free(procs);
+	if (procs_out && !err)
+		*procs_out = procs;
+	else
+		vd_procs_free(procs);
 	vd_audit_memory_free(memory);
 	if (err)
 		free(said);

@@ -129,6 +129,7 @@ static struct {
 	struct nvmlDevice_st *handles; /* ngpus whole GPUs, then every MIG instance */
 	size_t nhandles;
 	unsigned char *injected_lost; /* per GPU: MOCK_NVML_LOST */
+	unsigned char *live_lost;     /* per GPU: "lost N" in MOCK_NVML_FAULT_FILE, now */
 	unsigned not_supported;
 	int small_first;
 } mock;
@@ -172,11 +173,40 @@ static void read_faults(void)
 	mock.small_first = v && !strcmp(v, "1");
 }
 
+/*
+ * Faults that come and go while a program runs: while the file named by
+ * MOCK_NVML_FAULT_FILE exists, a line "lost N" there makes GPU N lost, and
+ * anything else makes nvmlDeviceGetCount_v2 fail with NVML_ERROR_UNKNOWN.
+ * Read at each nvmlDeviceGetCount_v2, where every look at the GPUs begins.
+ */
+static nvmlReturn_t live_faults(void)
+{
+	const char *path = getenv("MOCK_NVML_FAULT_FILE");
+	char line[64];
+	int any = 0;
+	FILE *f;
+
+	memset(mock.live_lost, 0, mock.sys->ngpus ? mock.sys->ngpus : 1);
+	if (!path || !(f = fopen(path, "re")))
+		return NVML_SUCCESS;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned i;
+
+		if (sscanf(line, "lost %u", &i) == 1 && i < mock.sys->ngpus) {
+			mock.live_lost[i] = 1;
+			any = 1;
+		}
+	}
+	fclose(f);
+	return any ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
+}
+
 static void release(void)
 {
 	vd_system_free(mock.sys);
 	free(mock.handles);
 	free(mock.injected_lost);
+	free(mock.live_lost);
 	memset(&mock, 0, sizeof(mock));
 }
 
@@ -198,7 +228,8 @@ MOCK_API nvmlReturn_t nvmlInit_v2(void)
 		n += 1 + mock.sys->gpus[i].nmig;
 	mock.handles = calloc(n ? n : 1, sizeof(*mock.handles));
 	mock.injected_lost = calloc(mock.sys->ngpus ? mock.sys->ngpus : 1, 1);
-	if (!mock.handles || !mock.injected_lost) {
+	mock.live_lost = calloc(mock.sys->ngpus ? mock.sys->ngpus : 1, 1);
+	if (!mock.handles || !mock.injected_lost || !mock.live_lost) {
 		release();
 		return NVML_ERROR_UNKNOWN;
 	}
@@ -262,7 +293,7 @@ static nvmlReturn_t check(nvmlDevice_t dev, int identity)
 		return NVML_ERROR_UNINITIALIZED;
 	if (!dev || dev < mock.handles || dev >= mock.handles + mock.nhandles)
 		return NVML_ERROR_INVALID_ARGUMENT;
-	if (mock.injected_lost[dev->gpu])
+	if (mock.injected_lost[dev->gpu] || mock.live_lost[dev->gpu])
 		return NVML_ERROR_GPU_IS_LOST;
 	if (!identity && mock.sys->gpus[dev->gpu].lost)
 		return NVML_ERROR_GPU_IS_LOST;
@@ -301,10 +332,15 @@ static nvmlReturn_t answer_string(char *buf, unsigned int len, const char *s)
 
 MOCK_API nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count)
 {
+	nvmlReturn_t r;
+
 	if (!mock.refs)
 		return NVML_ERROR_UNINITIALIZED;
 	if (!count)
 		return NVML_ERROR_INVALID_ARGUMENT;
+	r = live_faults();
+	if (r != NVML_SUCCESS)
+		return r;
 	*count = (unsigned int)mock.sys->ngpus;
 	return NVML_SUCCESS;
 }
@@ -315,7 +351,7 @@ MOCK_API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevi
 		return NVML_ERROR_UNINITIALIZED;
 	if (!dev || index >= mock.sys->ngpus)
 		return NVML_ERROR_INVALID_ARGUMENT;
-	if (mock.injected_lost[index])
+	if (mock.injected_lost[index] || mock.live_lost[index])
 		return NVML_ERROR_GPU_IS_LOST;
 	*dev = &mock.handles[index];
 	return NVML_SUCCESS;

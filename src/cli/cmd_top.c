@@ -1,0 +1,326 @@
+/*
+ * cmd_top.c - `visdev top`: the live view of a shared server in a terminal.
+ * Each look (the GPUs, the leases, the line, the audit) is made here; what
+ * it shows is topview.c's, drawn with curses.
+ */
+#include <curses.h>
+#include <locale.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "topview.h"
+
+static const char usage[] =
+	"usage: visdev top [--interval SECONDS] [--idle MINUTES] [--color WHEN]\n"
+	"                  [--demo | --fixture FILE | --nvml-lib PATH]\n"
+	"\n"
+	"A live view of the machine in the terminal: each GPU with its memory (in use,\n"
+	"and reserved by shared leases but not yet in use), utilisation, temperature,\n"
+	"power and state, the processes on it (pid, user, memory, run time, command),\n"
+	"the leases with what the audit says of each, the line of waiting requests,\n"
+	"and the audit's findings. Keys: q quits, arrows or j/k move, p hides the\n"
+	"processes, s changes the sort, + and - the interval, ? shows them all.\n"
+	"For a log or a pipe, where there is no terminal: visdev list --watch SECONDS.\n"
+	"\n"
+	"  --interval SECONDS how often to look (0.5 to 60, default 1)\n"
+	"  --idle MINUTES     a lease whose job has not used its GPU for this long,\n"
+	"                     at every look, is idle (default 30)\n"
+	"  --color WHEN       auto (unless NO_COLOR is set), always or never\n"
+	"  --demo             use the built-in demo server (four GPUs)\n"
+	"  --fixture FILE     use a simulated server described in FILE (JSON)\n"
+	"  --nvml-lib PATH    load this libnvidia-ml instead of the system's\n"
+	"  -h, --help         show this help\n";
+
+/* clang-format off */
+static const struct option options[] = {
+	{ "interval", required_argument, NULL, 'i' },
+	{ "idle", required_argument, NULL, 'I' },
+	{ "color", required_argument, NULL, 'c' },
+	CLI_GLOBAL_OPTIONS
+};
+/* clang-format on */
+
+/* What the screen shows: the last good look, and why a later one failed. */
+struct looks {
+	struct vd_backend *backend;
+	struct vd_system *sys;
+	struct vd_leases *leases;
+	struct vd_line *line;
+	struct vd_audit *audit;
+	struct vd_procs *procs;
+	char error[512];
+	int64_t taken;
+	double idle;
+};
+
+static void forget(struct looks *k)
+{
+	vd_procs_free(k->procs);
+	vd_audit_free(k->audit);
+	vd_line_free(k->line);
+	vd_leases_free(k->leases);
+	k->procs = NULL;
+	k->audit = NULL;
+	k->line = NULL;
+	k->leases = NULL;
+}
+
+/*
+ * Looks again. A snapshot that fails (NVML erring for a moment) keeps the
+ * last one on screen under the error; nothing here prints, curses owns the
+ * terminal.
+ */
+static void look(struct looks *k)
+{
+	struct vd_system *sys = NULL;
+	char *warning = NULL;
+	int err = vd_backend_snapshot(&sys, k->backend);
+
+	k->error[0] = '\0';
+	if (err) {
+		snprintf(k->error, sizeof(k->error), "the GPUs could not be read: %s",
+			 vd_error_last());
+		return;
+	}
+	forget(k);
+	vd_system_free(k->sys);
+	k->sys = sys;
+	k->taken = (int64_t)time(NULL);
+	if (vd_leases_read(&k->leases, cli_lease_dir(), sys)) {
+		snprintf(k->error, sizeof(k->error), "leases unknown: %s", vd_error_last());
+		return;
+	}
+	if (vd_audit_now(&k->audit, &k->procs, sys, k->leases, (int64_t)(k->idle * 60 + 0.5),
+			 &warning))
+		snprintf(k->error, sizeof(k->error), "the audit failed: %s", vd_error_last());
+	else if (warning)
+		snprintf(k->error, sizeof(k->error), "%s", warning);
+	free(warning);
+	if (vd_line_read(&k->line, cli_lease_dir()) == 0 &&
+	    (vd_line_plan(k->line, sys, k->leases) || vd_line_holds(k->leases, k->line, sys)))
+		snprintf(k->error, sizeof(k->error), "what the line holds is unknown: %s",
+			 vd_error_last());
+}
+
+/* Colour pairs, one per style; attributes alone without colour. */
+static int style_attr(enum top_style s, int color)
+{
+	static const int bold[TOP_STYLES] = {
+		[TOP_TITLE] = 1,
+		[TOP_HEADER] = 1,
+		[TOP_ALERT] = 1,
+	};
+	int a = bold[s] ? A_BOLD : A_NORMAL;
+
+	if (color && s != TOP_PLAIN && s != TOP_TITLE && s != TOP_HEADER)
+		a |= COLOR_PAIR(s);
+	if (!color && s == TOP_RESERVED)
+		a |= A_DIM;
+	return a;
+}
+
+static void start_colors(void)
+{
+	static const short fg[TOP_STYLES] = {
+		[TOP_USED] = COLOR_GREEN, [TOP_RESERVED] = COLOR_YELLOW, [TOP_LOAD] = COLOR_CYAN,
+		[TOP_GOOD] = COLOR_GREEN, [TOP_WARN] = COLOR_YELLOW,	 [TOP_ALERT] = COLOR_RED,
+	};
+
+	start_color();
+	use_default_colors();
+	for (int s = 1; s < TOP_STYLES; s++)
+		init_pair((short)s, fg[s] ? fg[s] : -1, -1);
+}
+
+static void draw(const struct top_screen *screen, int color)
+{
+	erase();
+	for (size_t y = 0; y < screen->n && (int)y < LINES; y++) {
+		const struct top_line *l = &screen->lines[y];
+		unsigned at = 0;
+
+		move((int)y, 0);
+		if (l->selected)
+			attron(A_REVERSE);
+		for (unsigned i = 0; i <= l->nspans; i++) {
+			unsigned start =
+				i < l->nspans ? l->spans[i].start : (unsigned)strlen(l->text);
+
+			if (start > at)
+				addnstr(l->text + at, (int)(start - at));
+			if (i == l->nspans)
+				break;
+			attron(style_attr(l->spans[i].style, color));
+			addnstr(l->text + start, (int)l->spans[i].len);
+			attroff(style_attr(l->spans[i].style, color));
+			at = start + l->spans[i].len;
+		}
+		if (l->selected) {
+			/* the whole row, to the edge */
+			for (int x = (int)strlen(l->text); x < COLS; x++)
+				addch(' ');
+			attroff(A_REVERSE);
+		}
+	}
+	refresh();
+}
+
+/* curses' keys as top_key() knows them. */
+static int key_of(int ch)
+{
+	switch (ch) {
+	case KEY_UP:
+		return TOP_KEY_UP;
+	case KEY_DOWN:
+		return TOP_KEY_DOWN;
+	case KEY_HOME:
+		return TOP_KEY_HOME;
+	case KEY_END:
+		return TOP_KEY_END;
+	default:
+		return ch;
+	}
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* The screen until q: a look every interval, a key or a resize drawn at once. */
+static int run_screen(struct looks *k, struct top_state *st, int color)
+{
+	struct top_screen screen;
+	struct top_look tl;
+	double next = 0;
+	int dirty = 1;
+
+	while (!st->quit) {
+		int ch;
+		double wait;
+
+		if (now_s() >= next) {
+			look(k);
+			next = now_s() + st->interval;
+			dirty = 1;
+		}
+		if (dirty) {
+			tl = (struct top_look){ k->sys,
+						k->leases,
+						k->line,
+						k->audit,
+						k->procs,
+						k->error[0] ? k->error : NULL,
+						(int64_t)time(NULL),
+						k->taken,
+						k->idle };
+			if (top_render(&screen, &tl, st, LINES, COLS))
+				return EXIT_FAIL;
+			draw(&screen, color);
+			top_screen_release(&screen);
+			dirty = 0;
+		}
+		wait = next - now_s();
+		timeout(wait <= 0 ? 0 : (int)(wait * 1000) + 1);
+		ch = getch();
+		if (ch == ERR)
+			continue;
+		if (ch == KEY_RESIZE) {
+			dirty = 1;
+		} else {
+			double before = st->interval;
+
+			dirty = top_key(st, key_of(ch), k->sys ? k->sys->ngpus : 0);
+			/* a new interval starts from now */
+			if (st->interval != before)
+				next = now_s() + st->interval;
+		}
+	}
+	return EXIT_OK;
+}
+
+/* Reads --interval SECONDS: 0, or -1 after saying what is wrong. */
+static int parse_interval(double *out, const char *arg)
+{
+	char *end;
+
+	*out = strtod(arg, &end);
+	if (*arg < '0' || *arg > '9' || *end || !(*out >= 0.5) || *out > 60) {
+		cli_error("--interval takes seconds, a number from 0.5 to 60, not '%s'", arg);
+		return -1;
+	}
+	return 0;
+}
+
+int cmd_top(int argc, char **argv)
+{
+	struct cli_globals g = { 0 };
+	struct looks k = { .idle = CLI_IDLE_DEFAULT };
+	struct top_state st;
+	const char *when = NULL;
+	double interval = 1;
+	int opt, rc, color;
+
+	while ((opt = cli_getopt(argc, argv, "h", options)) != -1) {
+		if (opt == 'i' && parse_interval(&interval, optarg))
+			return EXIT_USAGE;
+		else if (opt == 'I' && cli_parse_idle(&k.idle, optarg))
+			return EXIT_USAGE;
+		else if (opt == 'c')
+			when = optarg;
+		else if (opt != 'i' && opt != 'I' && opt != 'c' &&
+			 !cli_global_option(&g, opt, optarg))
+			return EXIT_USAGE;
+	}
+	if (g.help) {
+		fputs(usage, stdout);
+		return EXIT_OK;
+	}
+	if (optind < argc)
+		return cli_usage(argv[0], "top takes no arguments ('%s' given)", argv[optind]);
+	if (g.json)
+		return cli_usage(argv[0], "top is for a terminal: for JSON again and again, use "
+					  "'visdev list --watch SECONDS --json'");
+	if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
+		cli_error("top draws on a terminal, and this is none: for a log or a pipe, use "
+			  "'visdev list --watch SECONDS' (--json for one object a line)");
+		return EXIT_FAIL;
+	}
+	color = cli_color_choice(argv[0], when);
+	if (color < 0)
+		return EXIT_USAGE;
+	rc = cli_backend(&k.backend, &g);
+	if (rc)
+		return rc;
+	setlocale(LC_ALL, "");
+	if (!initscr()) {
+		cli_error("cannot draw on this terminal (TERM=%s)", getenv("TERM"));
+		vd_backend_free(k.backend);
+		return EXIT_FAIL;
+	}
+	cbreak();
+	noecho();
+	keypad(stdscr, TRUE);
+	curs_set(0);
+	if (color && has_colors())
+		start_colors();
+	else
+		color = 0;
+	top_state_init(&st, interval);
+	rc = run_screen(&k, &st, color);
+	endwin();
+	forget(&k);
+	vd_system_free(k.sys);
+	vd_backend_free(k.backend);
+	if (rc)
+		cli_error("out of memory");
+	return rc;
+}
