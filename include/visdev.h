@@ -472,6 +472,8 @@ struct vd_lease_holder {
 	int32_t pgid;		      /* the job's process group */
 	char command[VD_COMMAND_MAX]; /* the job's command line, cut to fit */
 	int64_t since;		      /* when the lease was taken, seconds since the epoch */
+	char journal[VD_COMMAND_MAX]; /* a queue's job: the queue's journal; "" for none */
+	int64_t job;		      /* and the job's number in it */
 };
 
 struct vd_leases {
@@ -555,6 +557,14 @@ VD_API void vd_lease_holder(const struct vd_lease *lease, struct vd_lease_holder
  * against its reservation. Errors: VD_EIO.
  */
 VD_API int vd_lease_set_job(struct vd_lease *lease, int32_t pid, int32_t pgid);
+
+/*
+ * Names in the lease's record the queue whose job holds it: the queue's
+ * journal (an absolute path, cut to VD_COMMAND_MAX bytes) and the job's
+ * number, so that `visdev top` and `leases --json` can tell which queue,
+ * and how far it is. Errors: VD_ENOMEM, VD_EIO.
+ */
+VD_API int vd_lease_set_queue(struct vd_lease *lease, const char *journal, size_t job);
 
 /*
  * Passes the lease on to another job of the same caller, once the one that

@@ -718,6 +718,24 @@ out:
 
 /* ---- reading ------------------------------------------------------------- */
 
+/* The queue whose job holds a lease ({"journal", "job"}), or None. */
+static PyObject *queue_of(const struct vd_lease_holder *h)
+{
+	PyObject *d;
+
+	if (!h->journal[0])
+		Py_RETURN_NONE;
+	d = PyDict_New();
+	if (!d ||
+	    put(d, "journal",
+		PyUnicode_DecodeUTF8(h->journal, (Py_ssize_t)strlen(h->journal), "replace")) ||
+	    put(d, "job", PyLong_FromLongLong(h->job))) {
+		Py_XDECREF(d);
+		return NULL;
+	}
+	return d;
+}
+
 /* A lease as `list --json` and `leases --json` give it. */
 static PyObject *lease_dict(const struct vd_lease_holder *h)
 {
@@ -736,7 +754,8 @@ static PyObject *lease_dict(const struct vd_lease_holder *h)
 		PyUnicode_FromString(h->mode == VD_LEASE_SHARED ? "shared" : "exclusive")) ||
 	    put(d, "mem_mib",
 		h->mode == VD_LEASE_SHARED ? PyLong_FromUnsignedLongLong(h->mem_mib) :
-					     (Py_INCREF(Py_None), Py_None))) {
+					     (Py_INCREF(Py_None), Py_None)) ||
+	    put(d, "queue", queue_of(h))) {
 		Py_XDECREF(d);
 		return NULL;
 	}

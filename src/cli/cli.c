@@ -680,12 +680,16 @@ json_t *cli_json_lease(const struct vd_lease_holder *h)
 	char since[32];
 
 	vd_format_time(since, sizeof(since), h->since);
-	return json_pack("{s:o, s:I, s:I, s:I, s:o, s:s, s:s, s:o}", "user", cli_json_str(h->user),
-			 "uid", (json_int_t)h->uid, "pid", (json_int_t)h->pid, "pgid",
-			 (json_int_t)h->pgid, "command", cli_json_str(h->command), "since", since,
-			 "mode", h->mode == VD_LEASE_SHARED ? "shared" : "exclusive", "mem_mib",
-			 h->mode == VD_LEASE_SHARED ? json_integer((json_int_t)h->mem_mib) :
-						      json_null());
+	return json_pack(
+		"{s:o, s:I, s:I, s:I, s:o, s:s, s:s, s:o, s:o}", "user", cli_json_str(h->user),
+		"uid", (json_int_t)h->uid, "pid", (json_int_t)h->pid, "pgid", (json_int_t)h->pgid,
+		"command", cli_json_str(h->command), "since", since, "mode",
+		h->mode == VD_LEASE_SHARED ? "shared" : "exclusive", "mem_mib",
+		h->mode == VD_LEASE_SHARED ? json_integer((json_int_t)h->mem_mib) : json_null(),
+		"queue",
+		h->journal[0] ? json_pack("{s:o, s:I}", "journal", cli_json_str(h->journal), "job",
+					  (json_int_t)h->job) :
+				json_null());
 }
 
 char *cli_lease_env(const struct vd_lease *lease, const struct vd_system *sys)

@@ -113,8 +113,9 @@ struct queue {
 	struct vd_resolution *parent;
 	double sys_at;
 	const char *dir;
-	char private_dir[64]; /* inside an allocation: a lease directory of the queue's own */
-	char name[64];	      /* the queue, for the lease records: "jobs.txt" */
+	char private_dir[64];	 /* inside an allocation: a lease directory of the queue's own */
+	char name[64];		 /* the queue, for the lease records: "jobs.txt" */
+	char journal_path[4096]; /* the journal's absolute path, for the lease records */
 	int sigfd, null_fd;
 	int progress, progress_shown;
 	double t0, drawn_at, synced_at;
@@ -694,7 +695,8 @@ static int start_job(struct queue *q, size_t i, struct vd_lease *lease)
 	setpgid(pid, pid);
 	close(go[0]);
 	go[0] = -1;
-	if (vd_lease_set_job(lease, pid, pid))
+	if ((q->journal_path[0] && vd_lease_set_queue(lease, q->journal_path, i)) ||
+	    vd_lease_set_job(lease, pid, pid))
 		cli_error("note: the lease record of job %zu still names visdev, not the job: %s",
 			  i, vd_error_last());
 	cli_send_lease_env(go[1], lease, q->sys);
@@ -1396,6 +1398,9 @@ static int run_queue(struct queue_options *o)
 		goto out;
 	}
 	name_queue(&q);
+	/* the journal as others will find it from the lease records, wherever they are */
+	if (!realpath(o->state, q.journal_path))
+		q.journal_path[0] = '\0';
 	rc = cli_backend(&q.backend, &o->g);
 	if (rc)
 		goto out;

@@ -53,10 +53,42 @@ struct looks {
 	struct vd_line *line;
 	struct vd_audit *audit;
 	struct vd_procs *procs;
+	struct top_queue *queues; /* the queues whose jobs hold leases */
+	size_t nqueues, capqueues;
 	char error[512];
 	int64_t taken;
 	double idle;
 };
+
+/* Each queue whose job holds a lease, once, with where it stands by its journal. */
+static void read_queues(struct looks *k)
+{
+	k->nqueues = 0;
+	for (size_t i = 0; k->leases && i < k->leases->n; i++) {
+		const struct vd_lease_holder *h = &k->leases->holders[i];
+		struct vd_journal *j = NULL;
+		struct top_queue *q;
+		size_t seen = 0;
+
+		if (h->mode == VD_LEASE_HELD || !h->journal[0])
+			continue;
+		while (seen < k->nqueues && strcmp(k->queues[seen].journal, h->journal))
+			seen++;
+		if (seen < k->nqueues ||
+		    cli_grow(&k->queues, &k->capqueues, k->nqueues, sizeof(*q), 4))
+			continue;
+		q = &k->queues[k->nqueues++];
+		memset(q, 0, sizeof(*q));
+		snprintf(q->journal, sizeof(q->journal), "%s", h->journal);
+		snprintf(q->user, sizeof(q->user), "%s", h->user);
+		/* another user's journal may be unreadable: the queue is shown, its progress not */
+		if (vd_journal_read(&j, h->journal))
+			snprintf(q->error, sizeof(q->error), "%s", vd_error_last());
+		else
+			top_queue_count(q, j);
+		vd_journal_free(j);
+	}
+}
 
 static void forget(struct looks *k)
 {
@@ -101,6 +133,7 @@ static void look(struct looks *k)
 	else if (warning)
 		snprintf(k->error, sizeof(k->error), "%s", warning);
 	free(warning);
+	read_queues(k);
 	if (vd_line_read(&k->line, cli_lease_dir()) == 0 &&
 	    (vd_line_plan(k->line, sys, k->leases) || vd_line_holds(k->leases, k->line, sys)))
 		snprintf(k->error, sizeof(k->error), "what the line holds is unknown: %s",
@@ -213,15 +246,17 @@ static int run_screen(struct looks *k, struct top_state *st, int color)
 			dirty = 1;
 		}
 		if (dirty) {
-			tl = (struct top_look){ k->sys,
-						k->leases,
-						k->line,
-						k->audit,
-						k->procs,
-						k->error[0] ? k->error : NULL,
-						(int64_t)time(NULL),
-						k->taken,
-						k->idle };
+			tl = (struct top_look){ .sys = k->sys,
+						.leases = k->leases,
+						.line = k->line,
+						.audit = k->audit,
+						.procs = k->procs,
+						.error = k->error[0] ? k->error : NULL,
+						.now = (int64_t)time(NULL),
+						.taken = k->taken,
+						.idle = k->idle,
+						.queues = k->queues,
+						.nqueues = k->nqueues };
 			if (top_render(&screen, &tl, st, LINES, COLS))
 				return EXIT_FAIL;
 			draw(&screen, color);
@@ -318,6 +353,7 @@ int cmd_top(int argc, char **argv)
 	rc = run_screen(&k, &st, color);
 	endwin();
 	forget(&k);
+	free(k.queues);
 	vd_system_free(k.sys);
 	vd_backend_free(k.backend);
 	if (rc)

@@ -493,6 +493,63 @@ static void line_section(struct builder *b, const struct top_look *look)
 	}
 }
 
+void top_queue_count(struct top_queue *q, const struct vd_journal *j)
+{
+	int64_t ran_ms = 0;
+	size_t ended = 0;
+
+	q->jobs = j->njobs;
+	q->done = q->failed = q->running = q->pending = 0;
+	for (size_t i = 0; i < j->njobs; i++) {
+		const struct vd_journal_job *jj = &j->jobs[i];
+
+		q->done += jj->state == VD_JOB_DONE;
+		q->failed += jj->state == VD_JOB_FAILED;
+		q->running += jj->state == VD_JOB_RUNNING;
+		q->pending += jj->state == VD_JOB_PENDING;
+		if ((jj->state == VD_JOB_DONE || jj->state == VD_JOB_FAILED) && jj->start_ms &&
+		    jj->end_ms >= jj->start_ms) {
+			ran_ms += jj->end_ms - jj->start_ms;
+			ended++;
+		}
+	}
+	/* the jobs left, run as many at a time as run now, each as long as the mean so far */
+	q->eta_s = -1;
+	if (ended && (q->running || !q->pending)) {
+		size_t lanes = q->running ? q->running : 1;
+		double left = (double)(q->pending + q->running) / (double)lanes;
+
+		q->eta_s = (int64_t)(left * (double)ran_ms / (double)ended / 1000.0 + 0.5);
+	}
+}
+
+static void queues_section(struct builder *b, const struct top_look *look)
+{
+	if (!look->nqueues)
+		return;
+	section(b,
+		"QUEUES   USER       PROGRESS                  RUN  FAIL  LEFT  ETA     JOURNAL");
+	for (size_t i = 0; i < look->nqueues; i++) {
+		const struct top_queue *q = &look->queues[i];
+		struct top_line *l = line_new(b);
+		char user[16], eta[32], figures[32];
+
+		cli_cut(user, sizeof(user), q->user, 10);
+		put(b, l, TOP_PLAIN, "         %-10s ", user);
+		if (q->error[0]) {
+			put(b, l, TOP_WARN, "%s", q->error);
+			continue;
+		}
+		bar(b, l, 12, q->jobs ? (double)(q->done + q->failed) / (double)q->jobs : 0, 0,
+		    q->failed ? TOP_ALERT : TOP_GOOD);
+		snprintf(figures, sizeof(figures), "%zu/%zu", q->done + q->failed, q->jobs);
+		format_age(eta, sizeof(eta), q->eta_s);
+		put(b, l, TOP_PLAIN, " %-12s %4zu ", figures, q->running);
+		put(b, l, q->failed ? TOP_ALERT : TOP_PLAIN, "%5zu", q->failed);
+		put(b, l, TOP_PLAIN, " %5zu  %-7s %s", q->pending, eta, q->journal);
+	}
+}
+
 /* The audit's findings, one line each, in the alert style. */
 static void audit_section(struct builder *b, const struct top_look *look)
 {
@@ -625,6 +682,7 @@ int top_render(struct top_screen *out, const struct top_look *look, const struct
 	free(order);
 	leases_section(&b, look);
 	line_section(&b, look);
+	queues_section(&b, look);
 	audit_section(&b, look);
 	if (!b.failed)
 		scroll(out, fixed, rows);

@@ -80,6 +80,22 @@ enum {
  */
 int top_key(struct top_state *st, int key, size_t ngpus);
 
+/* A queue whose job holds a lease: where it stands, from its journal. */
+struct top_queue {
+	char journal[VD_COMMAND_MAX]; /* its journal, as the lease record names it */
+	char user[32];		      /* who runs it */
+	size_t jobs, done, failed, running, pending;
+	int64_t eta_s;	 /* how long the rest should take at the pace so far; -1 unknown */
+	char error[160]; /* why its journal could not be read ("" when it was) */
+};
+
+/*
+ * Where a queue stands by its journal j: the counts, and an estimate of the
+ * time left from the mean length of the jobs that ended and how many run at
+ * once. journal, user and error are left to the caller.
+ */
+void top_queue_count(struct top_queue *q, const struct vd_journal *j);
+
 /* One look at the machine; any pointer may be NULL (nothing known of it). */
 struct top_look {
 	const struct vd_system *sys;
@@ -91,6 +107,8 @@ struct top_look {
 	int64_t now;	   /* seconds since the epoch, for ages and the clock */
 	int64_t taken;	   /* when this look was taken */
 	double idle;	   /* the audit's threshold, minutes */
+	const struct top_queue *queues; /* running queues, nqueues of them */
+	size_t nqueues;
 };
 
 struct top_screen {

@@ -437,6 +437,8 @@ static int holders_from_record(struct vd_leases *l, json_t *rec)
 		h->pgid = (int32_t)json_integer_value(json_object_get(rec, "pgid"));
 		vd_utf8_copy(h->command, record_string(rec, "command", ""), sizeof(h->command));
 		h->since = (int64_t)json_integer_value(json_object_get(rec, "since"));
+		vd_utf8_copy(h->journal, record_string(rec, "journal", ""), sizeof(h->journal));
+		h->job = (int64_t)json_integer_value(json_object_get(rec, "job"));
 	}
 	return 0;
 }
@@ -1005,6 +1007,17 @@ int vd_lease_set_job(struct vd_lease *lease, int32_t pid, int32_t pgid)
 {
 	json_object_set_new(lease->record, "pid", json_integer(pid));
 	json_object_set_new(lease->record, "pgid", json_integer(pgid));
+	return record_write(lease);
+}
+
+int vd_lease_set_queue(struct vd_lease *lease, const char *journal, size_t job)
+{
+	char cut[VD_COMMAND_MAX];
+
+	vd_utf8_copy(cut, journal, sizeof(cut));
+	if (json_object_set_new(lease->record, "journal", json_string(cut)) ||
+	    json_object_set_new(lease->record, "job", json_integer((json_int_t)job)))
+		return error_set(VD_ENOMEM, "out of memory");
 	return record_write(lease);
 }
 

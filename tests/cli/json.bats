@@ -40,7 +40,7 @@ keys_of() {
 	in_leases=$("$VISDEV" --demo leases --json)
 	kill "$waiter" "$job"
 	want=$(jq -c 'del(.devices, .lease_dir) | keys' lease.json)
-	[ "$want" = '["command","mem_mib","mode","pgid","pid","since","uid","user"]' ]
+	[ "$want" = '["command","mem_mib","mode","pgid","pid","queue","since","uid","user"]' ]
 	# list and leases add the lease audit's judgement of it (docs/json.md), the same in both
 	[ "$(jq -c '[.gpus[].leases[] | del(.audit) | keys] | unique' <<<"$in_list")" = "[$want]" ]
 	[ "$(jq -c '[.leases[] | del(.index, .uuid, .audit) | keys] | unique' <<<"$in_leases")" = "[$want]" ]

@@ -64,6 +64,19 @@ keys() { tmux -L "$SESSION" send-keys -t main "$@"; }
 	[ "$(cat rc)" = 0 ]
 }
 
+@test "top shows a running queue and how far it is, from its journal" {
+	printf 'true\nfalse\nsleep 60\n' >jobs.txt
+	"$VISDEV" --fixture "$FIXTURES/four.json" queue -q --max-parallel 1 jobs.txt >/dev/null 2>&1 &
+	BG=$!
+	start_top --fixture "$FIXTURES/four.json"
+	wait_for shows "QUEUES"
+	wait_for eval 'screen | grep -E "^ +$(id -un) +\[[|]+ +\] 2/3 +1 +1 +0 .* $PWD/jobs.txt.journal$"'
+	# the lease says which queue and job, in leases --json too
+	[ "$("$VISDEV" --fixture "$FIXTURES/four.json" leases --json | jq -c '.leases[0].queue')" = "{\"journal\":\"$PWD/jobs.txt.journal\",\"job\":2}" ]
+	keys q
+	wait_for test -s rc
+}
+
 @test "top redraws on resize, within the new width" {
 	start_top --fixture "$FIXTURES/eight.json"
 	wait_for shows "  7 "

@@ -262,16 +262,14 @@ static void test_leases_line_audit(void **state)
 				.command = "python big.py",
 				.nholds = 1 };
 	struct vd_line line = { &w, 1, NULL, 0 };
-	struct top_look look = { sys,
-				 &leases,
-				 &line,
-				 &audit,
-				 NULL,
-				 "the GPUs could not be read: "
-				 "Unknown Error",
-				 1796618400,
-				 1796618400 - 5,
-				 30 };
+	struct top_look look = { .sys = sys,
+				 .leases = &leases,
+				 .line = &line,
+				 .audit = &audit,
+				 .error = "the GPUs could not be read: Unknown Error",
+				 .now = 1796618400,
+				 .taken = 1796618400 - 5,
+				 .idle = 30 };
 	struct top_state st;
 	struct top_screen s;
 	long l;
@@ -304,6 +302,52 @@ static void test_leases_line_audit(void **state)
 			       "squatter on GPU 1, leased to alice: pid 1001 of "
 			       "carol (1.0 GiB), python steal.py"));
 	assert_int_equal(s.lines[l + 1].spans[0].style, TOP_ALERT);
+	top_screen_release(&s);
+	vd_system_free(sys);
+}
+
+/* A queue by its journal: counts, the time left at its pace, and its line on the screen. */
+static void test_queue(void **state)
+{
+	static const char text[] = "visdev-queue-journal 1\tjobs=4\tdigest=ab\tpid=42\n"
+				   "start\t0\t1000\t77\tGPU-0\ta\n"
+				   "start\t1\t1000\t78\tGPU-1\tb\n"
+				   "end\t0\t61000\t0\n"
+				   "end\t1\t121000\t1\n"
+				   "start\t2\t122000\t79\tGPU-1\tc\n";
+	struct vd_journal *j = NULL;
+	struct vd_system *sys = machine(2);
+	struct top_queue q = { .journal = "/home/ana/sweep.txt.journal", .user = "ana" };
+	struct top_look look = { .sys = sys, .now = 1796618400, .queues = &q, .nqueues = 1 };
+	struct top_state st;
+	struct top_screen s;
+	long l;
+
+	(void)state;
+	assert_int_equal(vd_journal_parse(&j, text, strlen(text)), 0);
+	top_queue_count(&q, j);
+	vd_journal_free(j);
+	assert_int_equal(q.jobs, 4);
+	assert_int_equal(q.done, 1);
+	assert_int_equal(q.failed, 1);
+	assert_int_equal(q.running, 1);
+	assert_int_equal(q.pending, 1);
+	/* jobs of 60 s and 120 s: 90 s each, the two left one at a time */
+	assert_int_equal(q.eta_s, 180);
+	top_state_init(&st, 1);
+	assert_int_equal(top_render(&s, &look, &st, 40, 100), 0);
+	assert_fits(&s, 40, 100);
+	l = find(&s, "QUEUES");
+	assert_true(l > 0);
+	assert_non_null(strstr(s.lines[l + 1].text, "ana"));
+	assert_non_null(strstr(s.lines[l + 1].text, "] 2/4 "));
+	assert_non_null(strstr(s.lines[l + 1].text, "3m      /home/ana/sweep.txt.journal"));
+	top_screen_release(&s);
+	/* a journal that could not be read: the queue, and why */
+	snprintf(q.error, sizeof(q.error),
+		 "cannot open '/home/ana/sweep.txt.journal': Permission denied");
+	assert_int_equal(top_render(&s, &look, &st, 40, 100), 0);
+	assert_non_null(strstr(s.lines[find(&s, "QUEUES") + 1].text, "Permission denied"));
 	top_screen_release(&s);
 	vd_system_free(sys);
 }
@@ -383,6 +427,7 @@ int main(void)
 		cmocka_unit_test(test_leases_line_audit),
 		cmocka_unit_test(test_keys),
 		cmocka_unit_test(test_edges),
+		cmocka_unit_test(test_queue),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
