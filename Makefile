@@ -218,10 +218,17 @@ $(BUILD)/bench/%: bench/%.c $(STATIC_LIB)
 
 BENCH_RUNS ?= 500
 
-bench: all $(BUILD)/bench/startup $(BUILD)/bench/lease-contention $(BUILD)/bench/queue-throughput
+# top-cpu runs top in a pseudo-terminal (forkpty, in libutil).
+$(BUILD)/bench/top-cpu: bench/top-cpu.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< -lutil
+
+bench: all $(BUILD)/bench/startup $(BUILD)/bench/lease-contention $(BUILD)/bench/queue-throughput \
+	$(BUILD)/bench/top-cpu $(MOCKS)
 	$(BUILD)/bench/startup $(BENCH_RUNS) $(PROGRAM) tests/fixtures/eight.json
 	$(BUILD)/bench/lease-contention $(abspath $(PROGRAM)) tests/fixtures/eight.json 64 8
 	$(BUILD)/bench/queue-throughput $(abspath $(PROGRAM)) tests/fixtures/eight.json
+	$(BUILD)/bench/top-cpu $(abspath $(PROGRAM)) tests/fixtures/eight.json $(abspath $(MOCK_DIR))
 
 $(BUILD)/visdev.pc: src/lib/visdev.pc.in include/visdev.h
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
