@@ -54,12 +54,15 @@ MOCKS := $(MOCK_DIR)/libnvidia-ml.so.1 $(MOCK_DIR)/old/libnvidia-ml.so.1 $(MOCK_
 SHIM_DIR := $(BUILD)/tests/shim
 SHIMS := $(SHIM_DIR)/replace-lock.so
 CLI_TESTS := $(wildcard tests/cli/*.bats)
+# a real Slurm on this host: they start it when root, and say they skip otherwise
+SLURM_TESTS := $(wildcard tests/slurm/*.bats)
 
 STATIC_LIB := $(BUILD)/libvisdev.a
 SHARED_LIB := $(BUILD)/libvisdev.so.0
 PROGRAM := $(BUILD)/visdev
 
 CHECK_DEPS := gcc make perl python3 libjansson-dev libncurses-dev libcmocka-dev bats jq tmux fish \
+	slurm-wlm munge \
 	python3-dev python3-pytest python3-setuptools python3-wheel python3-venv
 DEMO_DEPS := gcc make libjansson-dev libncurses-dev
 
@@ -189,7 +192,7 @@ python-test: python $(PROGRAM) $(MOCKS)
 test: all $(UNIT_BIN) $(MOCKS) $(SHIMS) $(BUILD)/tests/gpu/check $(PYTEST)
 	VISDEV=$(abspath $(PROGRAM)) MOCK_NVML_DIR=$(abspath $(MOCK_DIR)) SHIM_DIR=$(abspath $(SHIM_DIR)) \
 	CMOCKA_MESSAGE_OUTPUT=TAP LC_ALL=C \
-	prove --exec '' $(UNIT_BIN) $(CLI_TESTS)
+	prove --exec '' $(UNIT_BIN) $(CLI_TESTS) $(SLURM_TESTS)
 
 FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,build-fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_LIB_SRC := $(LIB_SRC) build-fuzz/gen/demo_json.c

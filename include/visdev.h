@@ -560,9 +560,10 @@ VD_API int vd_lease_set_job(struct vd_lease *lease, int32_t pid, int32_t pgid);
 
 /*
  * Names in the lease's record the queue whose job holds it: the queue's
- * journal (an absolute path, cut to VD_COMMAND_MAX bytes) and the job's
- * number, so that `visdev top` and `leases --json` can tell which queue,
- * and how far it is. Errors: VD_ENOMEM, VD_EIO.
+ * journal (an absolute path) and the job's number, so that `visdev top` and
+ * `leases --json` can tell which queue, and how far it is. Errors: VD_EINVAL
+ * for a path of VD_COMMAND_MAX bytes or more (not recorded), VD_ENOMEM,
+ * VD_EIO.
  */
 VD_API int vd_lease_set_queue(struct vd_lease *lease, const char *journal, size_t job);
 
@@ -805,6 +806,75 @@ VD_API int vd_waiter_fd(const struct vd_waiter *waiter);
 /* Leaves the line, if in it, and frees the waiter. NULL does nothing. */
 VD_API void vd_waiter_free(struct vd_waiter *waiter);
 
+/* ---- The queue on Slurm (slurm.c) ------------------------------------- */
+
+/* One Slurm job array of a sweep: jobs offset + each index of indices. */
+struct vd_slurm_array {
+	char *id;      /* Slurm's job id; NULL until sbatch answered */
+	size_t offset; /* job number of index 0 */
+	size_t njobs;  /* how many jobs it holds */
+	char *indices; /* sbatch's --array value, without %K: "0-39", "3,7,19-21" */
+};
+
+/*
+ * jobs (n job numbers, ascending) as Slurm's index list counted from
+ * offset: "0-39", "3,7,19-21". Errors: VD_ENOMEM.
+ */
+VD_API int vd_slurm_indices(char **out, const size_t *jobs, size_t n, size_t offset);
+
+/*
+ * jobs (ascending) as few job arrays as Slurm takes: an index must stay
+ * below max_array (MaxArraySize), so jobs are split in windows of
+ * max_array numbers, each array counted from its window's start.
+ * Errors: VD_EINVAL for max_array 0, VD_ENOMEM.
+ */
+VD_API int vd_slurm_split(struct vd_slurm_array **out, size_t *narrays, const size_t *jobs,
+			  size_t n, size_t max_array);
+VD_API void vd_slurm_arrays_free(struct vd_slurm_array *arrays, size_t n);
+
+/* MaxArraySize from `scontrol show config`'s text. Errors: VD_EPARSE. */
+VD_API int vd_slurm_max_array(size_t *out, const char *text);
+
+/* One array task as `squeue -h -r -o '%i %t'` lists it: "123_4 R". */
+struct vd_slurm_task {
+	char array[64]; /* the array's job id */
+	size_t task;	/* the index */
+	char state[32]; /* Slurm's short state: PD, R, CG, ... */
+};
+
+/* The tasks of squeue's text; other lines are passed over. Errors: VD_ENOMEM. */
+VD_API int vd_slurm_tasks_parse(struct vd_slurm_task **out, size_t *n, const char *text);
+
+/*
+ * A sweep handed to Slurm, as its state directory's queue.json keeps it: the
+ * jobs frozen when it was submitted, and every array submitted for it.
+ */
+struct vd_slurm_queue {
+	char *dir;	 /* the state directory (set by vd_slurm_queue_read) */
+	char *name;	 /* the job file's name, "grid" or "stdin" */
+	char *job_name;	 /* its jobs' name in Slurm (sbatch --job-name), unique to it */
+	char *source;	 /* the job file's absolute path; NULL for a grid or stdin */
+	uint64_t digest; /* of the jobs, as vd_jobs' */
+	char **commands; /* job i is commands[i] */
+	size_t njobs;
+	unsigned gpus;	    /* per job (sbatch --gres=gpu:G); 0 none */
+	char **sbatch_args; /* the rest of sbatch's options, as given */
+	size_t nargs;
+	struct vd_slurm_array *arrays;
+	size_t narrays;
+};
+
+/*
+ * Reads queue.json's text, or DIR/queue.json. Errors: VD_EPARSE (not one
+ * visdev wrote), VD_ENOTFOUND (no such file), VD_EIO, VD_ENOMEM.
+ */
+VD_API int vd_slurm_queue_parse(struct vd_slurm_queue **out, const char *text, size_t len);
+VD_API int vd_slurm_queue_read(struct vd_slurm_queue **out, const char *dir);
+
+/* Writes q to q->dir/queue.json, whole or not at all. Errors: VD_EIO, VD_ENOMEM. */
+VD_API int vd_slurm_queue_write(const struct vd_slurm_queue *q);
+VD_API void vd_slurm_queue_free(struct vd_slurm_queue *q);
+
 /* ---- The lease audit: who misuses a leased GPU (audit.c) --------------- */
 
 /* What /proc says of one process: enough to tell whose job it is part of. */
@@ -828,6 +898,9 @@ struct vd_procs {
  * judge it. Errors: VD_ENOMEM. Free with vd_procs_free().
  */
 VD_API int vd_procs_read(struct vd_procs **out, const struct vd_system *sys);
+
+/* What procs says of process pid, or NULL when it does not show it. */
+VD_API const struct vd_proc *vd_procs_find(const struct vd_procs *procs, uint32_t pid);
 VD_API void vd_procs_free(struct vd_procs *procs);
 
 /* After how many minutes quiet a lease is idle, unless the caller says otherwise. */
@@ -1013,6 +1086,7 @@ struct vd_journal_job {
 	int32_t pid;		  /* the last start's process (and process group) */
 	char *devices;		  /* the last start's devices: UUIDs, comma-separated; "" the CPU */
 	char *command;		  /* the last start's command line; NULL before any start */
+	char *node;		  /* the host it ran on, for a Slurm task; NULL otherwise */
 };
 
 struct vd_journal {
@@ -1066,6 +1140,9 @@ VD_API int vd_journal_open(struct vd_journal_writer **out, const char *path,
  */
 VD_API int vd_journal_start(struct vd_journal_writer *w, size_t job, int32_t pid,
 			    const char *devices, const char *command);
+/* The same, for a Slurm task, with the host it runs on (NULL: as vd_journal_start()). */
+VD_API int vd_journal_start_on(struct vd_journal_writer *w, size_t job, int32_t pid,
+			       const char *devices, const char *command, const char *node);
 
 /* Records that job ended with status (an exit status, or 128+N for signal N). Errors: VD_EIO. */
 VD_API int vd_journal_end(struct vd_journal_writer *w, size_t job, int status);

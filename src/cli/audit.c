@@ -11,21 +11,26 @@
 
 #include "cli.h"
 
-int cli_parse_idle(double *minutes, const char *arg)
+int cli_parse_amount(double *out, const char *arg, double min, double max)
 {
 	char *end;
 	double v;
 
 	errno = 0;
 	v = strtod(arg, &end);
-	if (*arg < '0' || *arg > '9' || *end || errno || !isfinite(v) || v > CLI_IDLE_MAX) {
-		cli_error("--idle takes minutes, a number from 0 to %d (%d is the default), not "
-			  "'%s'",
-			  CLI_IDLE_MAX, CLI_IDLE_DEFAULT, arg);
+	if (*arg < '0' || *arg > '9' || *end || errno || !isfinite(v) || v < min || v > max)
 		return -1;
-	}
-	*minutes = v;
+	*out = v;
 	return 0;
+}
+
+int cli_parse_idle(double *minutes, const char *arg)
+{
+	if (cli_parse_amount(minutes, arg, 0, CLI_IDLE_MAX) == 0)
+		return 0;
+	cli_error("--idle takes minutes, a number from 0 to %d (%d is the default), not '%s'",
+		  CLI_IDLE_MAX, CLI_IDLE_DEFAULT, arg);
+	return -1;
 }
 
 struct vd_audit *cli_audit(const struct vd_system *sys, const struct vd_leases *leases,
@@ -44,10 +49,11 @@ struct vd_audit *cli_audit(const struct vd_system *sys, const struct vd_leases *
 	return a;
 }
 
-/* "42s", "17m", "3h05m", "2d04h". */
-static void format_span(char *buf, size_t n, int64_t s)
+void cli_format_span(char *buf, size_t n, int64_t s)
 {
-	if (s < 60)
+	if (s < 0)
+		snprintf(buf, n, "?");
+	else if (s < 60)
 		snprintf(buf, n, "%llds", (long long)s);
 	else if (s < 3600)
 		snprintf(buf, n, "%lldm", (long long)(s / 60));
@@ -67,7 +73,7 @@ void cli_lease_use(char *buf, size_t n, const struct vd_audit *a, size_t i)
 		snprintf(buf, n, "?");
 		return;
 	}
-	format_span(span, sizeof(span), la->quiet_s);
+	cli_format_span(span, sizeof(span), la->quiet_s);
 	if (la->nsquatters)
 		snprintf(buf, n, "squatted");
 	else if (la->use == VD_USE_IDLE || (la->use == VD_USE_QUIET && la->quiet_s >= 0))
@@ -100,10 +106,11 @@ static int gpu_index(const struct vd_system *sys, const char *uuid)
 json_t *cli_json_audit(const struct vd_audit *a, const struct vd_system *sys,
 		       const struct vd_leases *leases)
 {
-	json_t *out = json_array();
+	json_t *out;
 
 	if (!a)
 		return json_null();
+	out = json_array();
 	for (size_t i = 0; i < a->n; i++) {
 		const struct vd_audit_finding *f = &a->findings[i];
 		const struct vd_lease_holder *h = &leases->holders[f->lease];
@@ -158,7 +165,7 @@ void cli_audit_text(char *buf, size_t n, const struct vd_audit *a, size_t i,
 			 f->mib / 1024.0, device, h->user);
 		break;
 	default:
-		format_span(span, sizeof(span), f->seconds);
+		cli_format_span(span, sizeof(span), f->seconds);
 		snprintf(buf, n, "idle lease on %s: %s's pid %d has not used it for %s: %s", device,
 			 f->user, (int)f->pid, span, f->command);
 		break;

@@ -334,6 +334,12 @@ void cli_print_notes(char *const *notes, size_t n);
 /* Reads --idle MINUTES (a number, fractions allowed): 0, or -1 after saying what is wrong. */
 int cli_parse_idle(double *minutes, const char *arg);
 
+/* A number from min to max, fractions allowed (digits first: no sign, no "nan"): 0, or -1. */
+int cli_parse_amount(double *out, const char *arg, double min, double max);
+
+/* A span of s seconds in a few characters: "42s", "17m", "3h05m", "2d04h"; "?" below 0. */
+void cli_format_span(char *buf, size_t n, int64_t s);
+
 /*
  * The audit of the leases on sys now, with this user's memory of earlier
  * looks (read, then written back); NULL without a snapshot or leases, or

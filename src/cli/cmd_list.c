@@ -572,15 +572,10 @@ static int print_text(struct view *v)
 /* Reads --watch SECONDS into *out: 0, or -1 after saying what is wrong. */
 static int parse_watch(double *out, const char *arg)
 {
-	char *end;
-
-	errno = 0;
-	*out = strtod(arg, &end);
-	if (*arg < '0' || *arg > '9' || *end || errno || !(*out >= 0.1) || *out > 86400) {
-		cli_error("--watch takes seconds, a number from 0.1 to 86400, not '%s'", arg);
-		return -1;
-	}
-	return 0;
+	if (cli_parse_amount(out, arg, 0.1, 86400) == 0)
+		return 0;
+	cli_error("--watch takes seconds, a number from 0.1 to 86400, not '%s'", arg);
+	return -1;
 }
 
 int cmd_list(int argc, char **argv)
@@ -649,7 +644,9 @@ int cmd_list(int argc, char **argv)
 		/* a look that failed (NVML erred for a moment) is said, and the next one made */
 		if (!g.json)
 			cli_printf("\n");
-		fflush(stdout);
+		/* nobody reads any more (the other end of a pipe is gone): stop */
+		if (fflush(stdout) || ferror(stdout))
+			break;
 		nanosleep(&(struct timespec){ (time_t)watch,
 					      (long)((watch - (double)(time_t)watch) * 1e9) },
 			  NULL);

@@ -27,6 +27,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "queue_slurm.h"
 
 extern char **environ;
 
@@ -34,6 +35,8 @@ static const char usage[] =
 	"usage: visdev queue [options] FILE|-\n"
 	"       visdev queue [options] --template CMD --grid NAME=V1,V2 [--grid ...]\n"
 	"       visdev queue --status STATE [--json]\n"
+	"       visdev queue --slurm [slurm options] FILE|- | --template CMD --grid ...\n"
+	"       visdev queue --resume|--status|--cancel DIR   (a sweep given to Slurm)\n"
 	"\n"
 	"Runs each job (one shell command a line of FILE, '-' for standard input;\n"
 	"blank lines and # comments skipped) as soon as GPUs that fit it are free,\n"
@@ -55,6 +58,17 @@ static const char usage[] =
 	"  --grace SECONDS    on Ctrl-C, how long jobs have after SIGTERM (default 10)\n"
 	"  -q, --quiet        no progress line, no word about waiting\n"
 	"  --status STATE     show the queue of that journal, running or finished\n"
+	"\nOn a cluster, --slurm hands the jobs to Slurm as job arrays (one sbatch call\n"
+	"each), each task run by 'visdev queue --task ID DIR' on the GPUs Slurm gives\n"
+	"it, with CUDA_DEVICE_ORDER=PCI_BUS_ID; then follows them (Ctrl-C detaches):\n"
+	"  --slurm            submit to Slurm; -n G is GPUs per job (default 1),\n"
+	"                     --max-parallel K at most K at once, --state DIR the\n"
+	"                     state folder (default FILE.slurm, shared with the nodes)\n"
+	"  --partition P, --time T, --account A   passed to sbatch\n"
+	"  --sbatch-arg ARG   another sbatch option, as given; repeat for more\n"
+	"  --detach           submit, and do not follow\n"
+	"  --resume DIR       submit again what did not finish successfully\n"
+	"  --status DIR, --cancel DIR   where the sweep stands; scancel it\n"
 	"\nJob N gets CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, VISDEV_LEASE and\n"
 	"VISDEV_JOB_INDEX=N (from 0). Leases live in VISDEV_LEASE_DIR (default\n" VD_LEASE_DIR_DEFAULT
 	").\n" CLI_GLOBAL_USAGE;
@@ -80,6 +94,14 @@ struct queue_options {
 	long retries;
 	double grace;
 	int resume, force, quiet;
+	/* --slurm and its options */
+	int slurm, detach, local_only;
+	const char *partition, *time_limit, *account, *task, *cancel;
+	const char **sbatch_args;
+	size_t nargs;
+	const char *local_option; /* an option that means nothing to Slurm, given with --slurm */
+	const char *state_given;  /* --state as given, for the Slurm state folder */
+	char local_name[64];
 };
 
 /* Output of a running job, cut into whole lines. */
@@ -177,6 +199,14 @@ static int parse_options(struct queue_options *o, int argc, char **argv)
 		OPT_LOG_DIR,
 		OPT_GRACE,
 		OPT_STATUS,
+		OPT_SLURM,
+		OPT_PARTITION,
+		OPT_TIME,
+		OPT_ACCOUNT,
+		OPT_SBATCH_ARG,
+		OPT_DETACH,
+		OPT_TASK,
+		OPT_CANCEL,
 	};
 	static const struct option options[] = {
 		{ "template", required_argument, NULL, OPT_TEMPLATE },
@@ -189,6 +219,14 @@ static int parse_options(struct queue_options *o, int argc, char **argv)
 		{ "log-dir", required_argument, NULL, OPT_LOG_DIR },
 		{ "grace", required_argument, NULL, OPT_GRACE },
 		{ "status", required_argument, NULL, OPT_STATUS },
+		{ "slurm", no_argument, NULL, OPT_SLURM },
+		{ "partition", required_argument, NULL, OPT_PARTITION },
+		{ "time", required_argument, NULL, OPT_TIME },
+		{ "account", required_argument, NULL, OPT_ACCOUNT },
+		{ "sbatch-arg", required_argument, NULL, OPT_SBATCH_ARG },
+		{ "detach", no_argument, NULL, OPT_DETACH },
+		{ "task", required_argument, NULL, OPT_TASK },
+		{ "cancel", required_argument, NULL, OPT_CANCEL },
 		{ "quiet", no_argument, NULL, 'q' },
 		CLI_SELECT_OPTIONS,
 		CLI_GLOBAL_OPTIONS,
@@ -196,7 +234,8 @@ static int parse_options(struct queue_options *o, int argc, char **argv)
 	int opt;
 
 	o->grids = calloc((size_t)argc, sizeof(*o->grids));
-	if (!o->grids) {
+	o->sbatch_args = calloc((size_t)argc, sizeof(*o->sbatch_args));
+	if (!o->grids || !o->sbatch_args) {
 		cli_error("out of memory");
 		return EXIT_FAIL;
 	}
@@ -205,6 +244,16 @@ static int parse_options(struct queue_options *o, int argc, char **argv)
 
 		if (r < 0)
 			return EXIT_USAGE;
+		/* what Slurm's GRES cannot ask: a model, memory, utilisation, a policy */
+		if (r > 0 && opt != 'n' && !o->local_option) {
+			/* "--mem 10G" or "--mem=10G": the option's name */
+			const char *w = optarg && argv[optind - 1] == optarg ? argv[optind - 2] :
+									       argv[optind - 1];
+
+			snprintf(o->local_name, sizeof(o->local_name), "%.*s", (int)strcspn(w, "="),
+				 w);
+			o->local_option = o->local_name;
+		}
 		if (r > 0)
 			continue;
 		switch (opt) {
@@ -221,6 +270,7 @@ static int parse_options(struct queue_options *o, int argc, char **argv)
 		case OPT_STATE:
 			free(o->state);
 			o->state = strdup(optarg);
+			o->state_given = optarg;
 			break;
 		case OPT_RESUME:
 			o->resume = 1;
@@ -233,12 +283,38 @@ static int parse_options(struct queue_options *o, int argc, char **argv)
 			break;
 		case OPT_LOG_DIR:
 			o->log_dir = optarg;
+			o->local_option = o->local_option ? o->local_option : "--log-dir";
 			break;
 		case OPT_GRACE:
 			bad = parse_grace(&o->grace, optarg);
+			o->local_option = o->local_option ? o->local_option : "--grace";
 			break;
 		case OPT_STATUS:
 			o->status = optarg;
+			break;
+		case OPT_SLURM:
+			o->slurm = 1;
+			break;
+		case OPT_PARTITION:
+			o->partition = optarg;
+			break;
+		case OPT_TIME:
+			o->time_limit = optarg;
+			break;
+		case OPT_ACCOUNT:
+			o->account = optarg;
+			break;
+		case OPT_SBATCH_ARG:
+			o->sbatch_args[o->nargs++] = optarg;
+			break;
+		case OPT_DETACH:
+			o->detach = 1;
+			break;
+		case OPT_TASK:
+			o->task = optarg;
+			break;
+		case OPT_CANCEL:
+			o->cancel = optarg;
 			break;
 		case 'q':
 			o->quiet = 1;
@@ -252,6 +328,39 @@ static int parse_options(struct queue_options *o, int argc, char **argv)
 	}
 	if (cli_wants_help(&o->g, usage))
 		return EXIT_OK;
+	if (o->task)
+		return optind + 1 == argc ?
+			       -1 :
+			       cli_usage("queue", "--task ID takes the sweep's folder, "
+						  "as its batch script gives it");
+	if (o->cancel)
+		return optind < argc ? cli_usage("queue", "--cancel takes no job file ('%s' given)",
+						 argv[optind]) :
+				       -1;
+	if (o->status && slurm_is_dir(o->status))
+		return optind < argc ? cli_usage("queue", "--status takes no job file ('%s' given)",
+						 argv[optind]) :
+				       -1;
+	if (o->resume && optind + 1 == argc && slurm_is_dir(argv[optind])) {
+		o->slurm = 1;
+		o->file = argv[optind];
+		return o->local_option ?
+			       cli_usage("queue", "%s is for a local queue, not a sweep on Slurm",
+					 o->local_option) :
+			       -1;
+	}
+	if (!o->slurm && (o->partition || o->time_limit || o->account || o->nargs || o->detach))
+		return cli_usage("queue", "%s is for a sweep on Slurm: add --slurm",
+				 o->partition  ? "--partition" :
+				 o->time_limit ? "--time" :
+				 o->account    ? "--account" :
+				 o->nargs      ? "--sbatch-arg" :
+						 "--detach");
+	if (o->slurm && o->local_option)
+		return cli_usage("queue",
+				 "%s is for a local queue: on Slurm a job asks for GPUs by "
+				 "count (-n), and Slurm chooses them",
+				 o->local_option);
 	if (o->status)
 		return optind < argc ? cli_usage("queue", "--status takes no job file ('%s' given)",
 						 argv[optind]) :
@@ -695,8 +804,10 @@ static int start_job(struct queue *q, size_t i, struct vd_lease *lease)
 	setpgid(pid, pid);
 	close(go[0]);
 	go[0] = -1;
-	if ((q->journal_path[0] && vd_lease_set_queue(lease, q->journal_path, i)) ||
-	    vd_lease_set_job(lease, pid, pid))
+	/* which queue (for top): a path too long to record leaves it unnamed, nothing worse */
+	if (q->journal_path[0])
+		vd_lease_set_queue(lease, q->journal_path, i);
+	if (vd_lease_set_job(lease, pid, pid))
 		cli_error("note: the lease record of job %zu still names visdev, not the job: %s",
 			  i, vd_error_last());
 	cli_send_lease_env(go[1], lease, q->sys);
@@ -1458,6 +1569,62 @@ out:
 	return rc;
 }
 
+/* The sweep on Slurm: submitted, or resumed (o->file is then its folder). */
+static int run_slurm(struct queue_options *o)
+{
+	struct slurm_options so = {
+		.dir = o->resume ? NULL : o->state_given,
+		.file = o->file,
+		.partition = o->partition,
+		.time = o->time_limit,
+		.account = o->account,
+		.gpus = o->sel.opts.n ? o->sel.opts.n : 1,
+		.max_parallel = o->max_parallel,
+		.retries = o->retries,
+		.detach = o->detach,
+		.quiet = o->quiet,
+		.json = o->g.json,
+		.force = o->force,
+	};
+	const char **args = calloc(o->nargs + 7, sizeof(*args));
+	char *passed[3] = { NULL, NULL, NULL };
+	struct vd_jobs *jobs = NULL;
+	size_t n = 0;
+	int rc, bad = !args;
+
+	/* --partition P, --time T, --account A: sbatch's own, as --name=value */
+	if (o->partition)
+		bad |= asprintf(&passed[0], "--partition=%s", o->partition) < 0;
+	if (o->time_limit)
+		bad |= asprintf(&passed[1], "--time=%s", o->time_limit) < 0;
+	if (o->account)
+		bad |= asprintf(&passed[2], "--account=%s", o->account) < 0;
+	if (bad) {
+		free(args);
+		cli_error("out of memory");
+		return EXIT_FAIL;
+	}
+	for (int k = 0; k < 3; k++)
+		if (passed[k])
+			args[n++] = passed[k];
+	for (size_t i = 0; i < o->nargs; i++)
+		args[n++] = o->sbatch_args[i];
+	so.sbatch_args = args;
+	so.nargs = n;
+	if (o->resume) {
+		rc = slurm_resume(&so, o->file);
+	} else {
+		rc = read_jobs(&jobs, o);
+		if (!rc)
+			rc = slurm_submit(&so, jobs);
+		vd_jobs_free(jobs);
+	}
+	for (int k = 0; k < 3; k++)
+		free(passed[k]);
+	free(args);
+	return rc;
+}
+
 int cmd_queue(int argc, char **argv)
 {
 	struct queue_options o = { 0 };
@@ -1472,10 +1639,19 @@ int cmd_queue(int argc, char **argv)
 	cli_select_init(&o.sel, argv);
 	o.grace = GRACE_DEFAULT_S;
 	rc = parse_options(&o, argc, argv);
-	if (rc < 0)
+	if (rc < 0 && o.task)
+		rc = slurm_task(o.task, argv[argc - 1]);
+	else if (rc < 0 && o.cancel)
+		rc = slurm_cancel(o.cancel);
+	else if (rc < 0 && o.status && slurm_is_dir(o.status))
+		rc = slurm_status(o.status, o.g.json);
+	else if (rc < 0 && o.slurm)
+		rc = run_slurm(&o);
+	else if (rc < 0)
 		rc = o.status ? show_status(&o) : run_queue(&o);
 	cli_select_release(&o.sel);
 	free(o.grids);
+	free(o.sbatch_args);
 	free(o.state);
 	return rc;
 }

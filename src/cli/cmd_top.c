@@ -55,7 +55,8 @@ struct looks {
 	struct vd_procs *procs;
 	struct top_queue *queues; /* the queues whose jobs hold leases */
 	size_t nqueues, capqueues;
-	char error[512];
+	char error[512]; /* why the last look failed */
+	char note[512];	 /* what this look could not do (the audit's memory) */
 	int64_t taken;
 	double idle;
 };
@@ -92,6 +93,7 @@ static void read_queues(struct looks *k)
 
 static void forget(struct looks *k)
 {
+	k->nqueues = 0;
 	vd_procs_free(k->procs);
 	vd_audit_free(k->audit);
 	vd_line_free(k->line);
@@ -113,7 +115,7 @@ static void look(struct looks *k)
 	char *warning = NULL;
 	int err = vd_backend_snapshot(&sys, k->backend);
 
-	k->error[0] = '\0';
+	k->error[0] = k->note[0] = '\0';
 	if (err) {
 		snprintf(k->error, sizeof(k->error), "the GPUs could not be read: %s",
 			 vd_error_last());
@@ -124,19 +126,19 @@ static void look(struct looks *k)
 	k->sys = sys;
 	k->taken = (int64_t)time(NULL);
 	if (vd_leases_read(&k->leases, cli_lease_dir(), sys)) {
-		snprintf(k->error, sizeof(k->error), "leases unknown: %s", vd_error_last());
+		snprintf(k->note, sizeof(k->note), "leases unknown: %s", vd_error_last());
 		return;
 	}
 	if (vd_audit_now(&k->audit, &k->procs, sys, k->leases, (int64_t)(k->idle * 60 + 0.5),
 			 &warning))
-		snprintf(k->error, sizeof(k->error), "the audit failed: %s", vd_error_last());
+		snprintf(k->note, sizeof(k->note), "the audit failed: %s", vd_error_last());
 	else if (warning)
-		snprintf(k->error, sizeof(k->error), "%s", warning);
+		snprintf(k->note, sizeof(k->note), "%s", warning);
 	free(warning);
 	read_queues(k);
 	if (vd_line_read(&k->line, cli_lease_dir()) == 0 &&
 	    (vd_line_plan(k->line, sys, k->leases) || vd_line_holds(k->leases, k->line, sys)))
-		snprintf(k->error, sizeof(k->error), "what the line holds is unknown: %s",
+		snprintf(k->note, sizeof(k->note), "what the line holds is unknown: %s",
 			 vd_error_last());
 }
 
@@ -252,6 +254,7 @@ static int run_screen(struct looks *k, struct top_state *st, int color)
 						.audit = k->audit,
 						.procs = k->procs,
 						.error = k->error[0] ? k->error : NULL,
+						.note = k->note[0] ? k->note : NULL,
 						.now = (int64_t)time(NULL),
 						.taken = k->taken,
 						.idle = k->idle,
@@ -285,14 +288,10 @@ static int run_screen(struct looks *k, struct top_state *st, int color)
 /* Reads --interval SECONDS: 0, or -1 after saying what is wrong. */
 static int parse_interval(double *out, const char *arg)
 {
-	char *end;
-
-	*out = strtod(arg, &end);
-	if (*arg < '0' || *arg > '9' || *end || !(*out >= 0.5) || *out > 60) {
-		cli_error("--interval takes seconds, a number from 0.5 to 60, not '%s'", arg);
-		return -1;
-	}
-	return 0;
+	if (cli_parse_amount(out, arg, 0.5, 60) == 0)
+		return 0;
+	cli_error("--interval takes seconds, a number from 0.5 to 60, not '%s'", arg);
+	return -1;
 }
 
 int cmd_top(int argc, char **argv)
@@ -301,6 +300,7 @@ int cmd_top(int argc, char **argv)
 	struct looks k = { .idle = CLI_IDLE_DEFAULT };
 	struct top_state st;
 	const char *when = NULL;
+	SCREEN *screen;
 	double interval = 1;
 	int opt, rc, color;
 
@@ -335,8 +335,11 @@ int cmd_top(int argc, char **argv)
 	rc = cli_backend(&k.backend, &g);
 	if (rc)
 		return rc;
+	/* its warnings (an owner who could empty it) now, while stderr is still a terminal's */
+	cli_lease_dir();
 	setlocale(LC_ALL, "");
-	if (!initscr()) {
+	screen = newterm(NULL, stdout, stdin);
+	if (!screen) {
 		cli_error("cannot draw on this terminal (TERM=%s)", getenv("TERM"));
 		vd_backend_free(k.backend);
 		return EXIT_FAIL;
@@ -352,6 +355,7 @@ int cmd_top(int argc, char **argv)
 	top_state_init(&st, interval);
 	rc = run_screen(&k, &st, color);
 	endwin();
+	delscreen(screen);
 	forget(&k);
 	free(k.queues);
 	vd_system_free(k.sys);

@@ -178,7 +178,8 @@ static void lease_labels(const struct vd_system *sys, const struct vd_lease_hold
 	}
 	printf(",user=\"");
 	put_value(h->user);
-	printf("\",pid=\"%d\"", (int)h->pid);
+	/* with since, unique: one process may hold two shared leases on one GPU */
+	printf("\",pid=\"%d\",since=\"%lld\"", (int)h->pid, (long long)h->since);
 }
 
 static void leases_metrics(const struct vd_system *sys, const struct vd_leases *leases,

@@ -157,22 +157,6 @@ static void fit(char *buf, size_t n, const char *s, int width)
 
 /* ---- The GPUs ---------------------------------------------------------------- */
 
-/* "12s", "5m", "3h12m", "2d04h". */
-static void format_age(char *buf, size_t n, int64_t s)
-{
-	if (s < 0)
-		snprintf(buf, n, "?");
-	else if (s < 60)
-		snprintf(buf, n, "%llds", (long long)s);
-	else if (s < 3600)
-		snprintf(buf, n, "%lldm", (long long)(s / 60));
-	else if (s < 86400)
-		snprintf(buf, n, "%lldh%02lldm", (long long)(s / 3600), (long long)(s % 3600 / 60));
-	else
-		snprintf(buf, n, "%lldd%02lldh", (long long)(s / 86400),
-			 (long long)(s % 86400 / 3600));
-}
-
 /* The style of a device's state. */
 static enum top_style state_style(enum vd_state s)
 {
@@ -347,15 +331,6 @@ static void device_row(struct builder *b, const struct top_look *look, const str
 	    known ? vd_state_name(st.state) : "?");
 }
 
-/* What /proc says of pid, or NULL. */
-static const struct vd_proc *proc_of(const struct vd_procs *procs, uint32_t pid)
-{
-	for (size_t i = 0; procs && i < procs->n; i++)
-		if ((uint32_t)procs->procs[i].pid == pid)
-			return &procs->procs[i];
-	return NULL;
-}
-
 /* Whether pid is a squatter the audit found on the GPU of that UUID. */
 static int is_squatter(const struct vd_audit *a, const char *uuid, uint32_t pid)
 {
@@ -370,7 +345,7 @@ static void processes(struct builder *b, const struct top_look *look, const stru
 {
 	for (size_t i = 0; (g->fields & VD_GPU_PROCESSES) && i < g->nprocesses; i++) {
 		const struct vd_process *p = &g->processes[i];
-		const struct vd_proc *pp = proc_of(look->procs, p->pid);
+		const struct vd_proc *pp = vd_procs_find(look->procs, p->pid);
 		struct top_line *l;
 		char mem[16], age[32], user[16];
 		int squat = is_squatter(look->audit, g->uuid, p->pid);
@@ -385,7 +360,7 @@ static void processes(struct builder *b, const struct top_look *look, const stru
 			snprintf(mem, sizeof(mem), "%.1fG", p->used_mib / 1024.0);
 		else
 			snprintf(mem, sizeof(mem), "?");
-		format_age(age, sizeof(age), pp && pp->start ? look->now - pp->start : -1);
+		cli_format_span(age, sizeof(age), pp && pp->start ? look->now - pp->start : -1);
 		cli_cut(user, sizeof(user), p->user[0] ? p->user : "?", 10);
 		put(b, l, TOP_PLAIN, "      %7u %-10s %7s %6s ", p->pid, user, mem, age);
 		if (squat)
@@ -457,7 +432,7 @@ static void leases_section(struct builder *b, const struct top_look *look)
 		else
 			cli_cut(dev, sizeof(dev), h->uuid, 16);
 		cli_cut(user, sizeof(user), h->user, 10);
-		format_age(age, sizeof(age), h->since > 0 ? look->now - h->since : -1);
+		cli_format_span(age, sizeof(age), h->since > 0 ? look->now - h->since : -1);
 		cli_lease_use(use, sizeof(use), look->audit, i);
 		if (la && (la->nsquatters || la->use == VD_USE_IDLE))
 			us = TOP_ALERT;
@@ -482,7 +457,7 @@ static void line_section(struct builder *b, const struct top_look *look)
 		char user[16], age[32], wants[64];
 
 		cli_cut(user, sizeof(user), w->user, 10);
-		format_age(age, sizeof(age), w->since > 0 ? look->now - w->since : -1);
+		cli_format_span(age, sizeof(age), w->since > 0 ? look->now - w->since : -1);
 		if (w->mem_mib)
 			snprintf(wants, sizeof(wants), "%u GPU%s, %.0fG each", w->n,
 				 w->n == 1 ? "" : "s", w->mem_mib / 1024.0);
@@ -543,7 +518,7 @@ static void queues_section(struct builder *b, const struct top_look *look)
 		bar(b, l, 12, q->jobs ? (double)(q->done + q->failed) / (double)q->jobs : 0, 0,
 		    q->failed ? TOP_ALERT : TOP_GOOD);
 		snprintf(figures, sizeof(figures), "%zu/%zu", q->done + q->failed, q->jobs);
-		format_age(eta, sizeof(eta), q->eta_s);
+		cli_format_span(eta, sizeof(eta), q->eta_s);
 		put(b, l, TOP_PLAIN, " %-12s %4zu ", figures, q->running);
 		put(b, l, q->failed ? TOP_ALERT : TOP_PLAIN, "%5zu", q->failed);
 		put(b, l, TOP_PLAIN, " %5zu  %-7s %s", q->pending, eta, q->journal);
@@ -590,9 +565,11 @@ static void title(struct builder *b, const struct top_look *look, const struct t
 	}
 	if (look->error) {
 		l = line_new(b);
-		format_age(age, sizeof(age), look->taken ? look->now - look->taken : -1);
+		cli_format_span(age, sizeof(age), look->taken ? look->now - look->taken : -1);
 		put(b, l, TOP_ALERT, "%s; retrying (what is shown is %s old)", look->error, age);
 	}
+	if (look->note)
+		put(b, line_new(b), TOP_WARN, "%s", look->note);
 }
 
 static void help(struct builder *b, const struct top_state *st)

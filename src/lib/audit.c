@@ -17,19 +17,23 @@
 
 #include "internal.h"
 
-/* Memory in use that no listed process explains is worth a word past this (as select.c's). */
-#define UNEXPLAINED_MIB 1024
-
 /* How far up its parents a process is followed to find a job's first process. */
 #define ANCESTORS_MAX 64
 
 /* ---- What /proc says of a process ------------------------------------------------- */
+
+static const struct vd_proc *proc_find(const struct vd_procs *procs, int32_t pid);
 
 static int proc_cmp(const void *a, const void *b)
 {
 	const struct vd_proc *x = a, *y = b;
 
 	return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+const struct vd_proc *vd_procs_find(const struct vd_procs *procs, uint32_t pid)
+{
+	return proc_find(procs, (int32_t)pid);
 }
 
 static const struct vd_proc *proc_find(const struct vd_procs *procs, int32_t pid)
@@ -97,7 +101,22 @@ static int proc_read(struct vd_proc *p, int32_t pid)
 	p->pid = pid;
 	p->ppid = ppid;
 	p->pgid = pgid;
+	/* the real uid, from status: /proc/PID's owner is root for a process made undumpable */
 	p->uid = (uint32_t)st.st_uid;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	len = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+	if (fd >= 0)
+		close(fd);
+	if (len > 0) {
+		char *uid;
+		unsigned real;
+
+		buf[len] = '\0';
+		uid = strstr(buf, "\nUid:");
+		if (uid && sscanf(uid + 5, "%u", &real) == 1)
+			p->uid = real;
+	}
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	len = fd < 0 ? -1 : read(fd, p->command, sizeof(p->command) - 1);
@@ -269,15 +288,45 @@ const char *vd_audit_memory_path(void)
 											     path;
 }
 
+/*
+ * Whether the folder of path is this user's own and nobody else's to write:
+ * root run with another's HOME must not read or write what that user could
+ * have planted there. 0, or VD_EPERM with why.
+ */
+static int own_folder(const char *path)
+{
+	char dir[4200];
+	struct stat st;
+	char *slash;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (!slash)
+		return 0;
+	*slash = '\0';
+	if (lstat(*dir ? dir : "/", &st) < 0)
+		return errno == ENOENT ? 0 : error_set(VD_EIO, "%s: %s", dir, strerror(errno));
+	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022))
+		return error_set(VD_EPERM,
+				 "%s is not a folder of this user's alone: the audit keeps "
+				 "nothing there",
+				 dir);
+	return 0;
+}
+
 int vd_audit_memory_load(struct vd_audit_memory **out, const char *path)
 {
+	int owned = own_folder(path);
+
 	char *text = NULL;
 	size_t len = 0, cap = 0;
 	ssize_t got;
 	int fd, err;
 
 	*out = NULL;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (owned)
+		return owned;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0 && errno == ENOENT)
 		return vd_audit_memory_new(out);
 	if (fd < 0)
@@ -322,13 +371,12 @@ int vd_audit_memory_save(struct vd_audit_memory *m, const char *path)
 		fprintf(f, "%s\t%d\t%lld\t%lld\n", m->quiet[i].uuid, (int)m->quiet[i].pid,
 			(long long)m->quiet[i].since, (long long)m->quiet[i].quiet_since);
 	ok = fclose(f) == 0;
-	if (ok && (size_t)snprintf(dir, sizeof(dir), "%s", path) < sizeof(dir) &&
-	    strrchr(dir, '/')) {
-		/* its folder, if it is the default path's: made on the first save */
-		*strrchr(dir, '/') = '\0';
-		if (access(dir, F_OK) && vd_audit_memory_path() &&
-		    !strcmp(path, vd_audit_memory_path()))
-			user_file(dir, sizeof(dir), "XDG_STATE_HOME", ".local/state", "audit", 1);
+	/* the default path's folders are made on the first save */
+	if (ok && vd_audit_memory_path() && !strcmp(path, vd_audit_memory_path()))
+		user_file(dir, sizeof(dir), "XDG_STATE_HOME", ".local/state", "audit", 1);
+	if (ok && own_folder(path)) {
+		free(text);
+		return VD_EPERM;
 	}
 	ok = ok && file_replace(path, text, len) == 0;
 	free(text);
@@ -364,20 +412,22 @@ static const struct vd_gpu *lease_gpu(const struct vd_system *sys, const struct 
 
 /*
  * Whether process pid is part of h's job: its first process, in its process
- * group, a descendant of its first process, or its user's visdev.
+ * group, a descendant of its first process, or its user's visdev; always a
+ * process of the lease's own user (the record's owner), for the pid and
+ * group in a record are the holder's word: a record naming pid 1 must not
+ * make every process on the GPU its job's.
  */
 static int in_job(const struct vd_procs *procs, const struct vd_lease_holder *h, uint32_t pid)
 {
 	const struct vd_proc *p = proc_find(procs, (int32_t)pid);
 
-	if (h->pid > 0 && (uint32_t)h->pid == pid)
-		return 1;
-	if (!p)
+	if (!p || p->uid != h->uid)
 		return 0;
-	if ((h->pgid > 0 && p->pgid == h->pgid) || (p->uid == h->uid && !strcmp(p->name, "visdev")))
+	if ((h->pid > 1 && p->pid == h->pid) || (h->pgid > 1 && p->pgid == h->pgid) ||
+	    !strcmp(p->name, "visdev"))
 		return 1;
 	for (int depth = 0; p && depth < ANCESTORS_MAX; depth++) {
-		if (h->pid > 0 && p->ppid == h->pid)
+		if (h->pid > 1 && p->ppid == h->pid)
 			return 1;
 		p = proc_find(procs, p->ppid);
 	}
@@ -420,6 +470,7 @@ static int judge_gpu(struct vd_audit *a, size_t *cap, const struct vd_system *sy
 {
 	size_t lease = first_lease(sys, leases, gpu), nsquatters = 0;
 	uint64_t listed = 0;
+	int all_known = 1;
 	int64_t unexplained = 0;
 
 	if (lease == SIZE_MAX || gpu->lost || !(gpu->fields & VD_GPU_PROCESSES))
@@ -443,8 +494,11 @@ static int judge_gpu(struct vd_audit *a, size_t *cap, const struct vd_system *sy
 			return VD_ENOMEM;
 		nsquatters++;
 	}
-	if ((gpu->fields & VD_GPU_MEMORY) && !gpu->mig_mode && gpu->memory_used_mib > listed &&
-	    gpu->memory_used_mib - listed > UNEXPLAINED_MIB) {
+	/* a process whose memory the driver does not say could hold it all */
+	for (size_t i = 0; i < gpu->nprocesses; i++)
+		all_known &= gpu->processes[i].used_known;
+	if (all_known && (gpu->fields & VD_GPU_MEMORY) && !gpu->mig_mode &&
+	    gpu->memory_used_mib > listed && gpu->memory_used_mib - listed > UNEXPLAINED_MIB) {
 		struct vd_audit_finding f = { .kind = VD_AUDIT_UNEXPLAINED, .lease = lease };
 
 		str_copy(f.uuid, gpu->uuid, sizeof(f.uuid));
@@ -469,11 +523,18 @@ static int at_work(const struct vd_system *sys, const struct vd_procs *procs,
 	struct vd_device_ref d;
 	int whole;
 
+	size_t unseen = 0;
+
 	if (!gpu || gpu->lost)
 		return -1;
-	for (size_t i = 0; (gpu->fields & VD_GPU_PROCESSES) && i < gpu->nprocesses; i++)
+	for (size_t i = 0; (gpu->fields & VD_GPU_PROCESSES) && i < gpu->nprocesses; i++) {
 		if (in_job(procs, h, gpu->processes[i].pid))
 			return 1;
+		unseen += !proc_find(procs, (int32_t)gpu->processes[i].pid);
+	}
+	/* a process /proc does not show (a container's, hidepid) may well be the job's */
+	if (unseen)
+		return -1;
 	/* the utilisation is the whole GPU's: the job's only when the job has it alone */
 	vd_system_find(&d, sys, h->uuid);
 	whole = d.mig < 0 && h->mode == VD_LEASE_EXCLUSIVE && !nsquatters;
@@ -512,9 +573,18 @@ static int judge_use(struct vd_audit *a, size_t *cap, const struct vd_system *sy
 		struct quiet *q;
 
 		la->use = work < 0 ? VD_USE_UNKNOWN : work ? VD_USE_ACTIVE : VD_USE_QUIET;
+		q = m ? quiet_find(m, h) : NULL;
+		/* a look that could not tell ends no streak: only the job seen at work does */
+		if (la->use == VD_USE_UNKNOWN && q) {
+			if (array_grow(&kept, &capkept, nkept, sizeof(*kept), 8)) {
+				free(kept);
+				return VD_ENOMEM;
+			}
+			kept[nkept++] = *q;
+			continue;
+		}
 		if (la->use != VD_USE_QUIET || !m)
 			continue;
-		q = quiet_find(m, h);
 		if (array_grow(&kept, &capkept, nkept, sizeof(*kept), 8)) {
 			free(kept);
 			return VD_ENOMEM;

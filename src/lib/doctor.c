@@ -270,12 +270,28 @@ static int check_container(struct vd_findings *f, const struct vd_system *sys, c
 	return err;
 }
 
-/* Slurm's GPUs for the job against what CUDA is told. */
-static int check_slurm(struct vd_findings *f, char *const *env, const char *value,
-		       const char *where)
+/* Whether a list of ordinals is 0, 1, ..., n-1: Slurm's own renumbered under cgroups. */
+static int counts_from_zero(const char *s)
+{
+	unsigned long want = 0;
+
+	for (const char *p = s; *p; want++) {
+		char *end;
+
+		if (strtoul(p, &end, 10) != want || end == p || (*end && *end != ','))
+			return 0;
+		p = *end ? end + 1 : end;
+	}
+	return 1;
+}
+
+/* Slurm's GPUs for the job against what CUDA is told, and how it counts them. */
+static int check_slurm(struct vd_findings *f, const struct vd_system *sys, char *const *env,
+		       const char *value, const char *order, const char *where)
 {
 	const char *name = env_get(env, "SLURM_STEP_GPUS") ? "SLURM_STEP_GPUS" : "SLURM_JOB_GPUS";
 	const char *gpus = env_get(env, name);
+	int mixed = 0, err;
 
 	if (!gpus || !*gpus)
 		return 0;
@@ -295,6 +311,29 @@ static int check_slurm(struct vd_findings *f, char *const *env, const char *valu
 			"names %zu",
 			count_elements(gpus), count_elements(gpus) == 1 ? "" : "s", name, gpus,
 			value, count_elements(value));
+	/* the same GPUs, or Slurm's renumbering 0..n-1 under cgroups: anything else is not */
+	if (strcmp(gpus, value) && !counts_from_zero(value)) {
+		err = vd_findings_add(
+			f, "slurm-disagree", VD_SEVERITY_WARNING, where,
+			"leave CUDA_VISIBLE_DEVICES as Slurm set it",
+			"Slurm gave this job GPUs %s (%s), but CUDA_VISIBLE_DEVICES='%s' "
+			"names others",
+			gpus, name, value);
+		if (err)
+			return err;
+	}
+	/* Slurm numbers GPUs as gres.conf lists them (by PCI bus), CUDA fastest first */
+	for (size_t i = 1; sys && i < sys->ngpus; i++)
+		mixed |= strcmp(sys->gpus[i].name, sys->gpus[0].name) != 0;
+	if (mixed && (!order || strcmp(order, "PCI_BUS_ID")) && strncmp(value, "GPU-", 4) &&
+	    strncmp(value, "MIG-", 4))
+		return vd_findings_add(
+			f, "slurm-order", VD_SEVERITY_ERROR, where,
+			"export CUDA_DEVICE_ORDER=PCI_BUS_ID in the job (visdev queue --slurm does)",
+			"in a Slurm job on a node with more than one GPU model, CUDA_DEVICE_ORDER is "
+			"%s: Slurm's CUDA_VISIBLE_DEVICES=%s counts GPUs in the node's order, CUDA "
+			"fastest first, so the job may run on GPUs Slurm gave another",
+			order ? order : "unset", value);
 	return 0;
 }
 
@@ -323,7 +362,7 @@ int vd_doctor_env(struct vd_findings *out, const struct vd_system *sys, char *co
 		err = check_container(out, sys, env_get(env, "NVIDIA_VISIBLE_DEVICES"), value,
 				      where);
 	if (!err)
-		err = check_slurm(out, env, value, where);
+		err = check_slurm(out, sys, env, value, order_text, where);
 	return err;
 }
 

@@ -80,6 +80,12 @@ int user_file(char *out, size_t n, const char *xdg_var, const char *under_home, 
  */
 int file_replace(const char *path, const char *text, size_t len);
 
+/*
+ * Memory in use that the processes NVML lists do not explain is worth a word
+ * (a busy GPU, an audit finding) past this: a context's own, below it.
+ */
+#define UNEXPLAINED_MIB 1024
+
 /* Appends a formatted line to a growing array of strings. */
 int strings_push(char ***list, size_t *n, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -3,12 +3,12 @@
  * and end, durable in batches, read back up to its last whole record.
  *
  *   visdev-queue-journal 1 <TAB> jobs=N <TAB> digest=HEX <TAB> pid=P
- *   start <TAB> JOB <TAB> TIME_MS <TAB> PID <TAB> DEVICES <TAB> COMMAND
+ *   start <TAB> JOB <TAB> TIME_MS <TAB> PID <TAB> DEVICES <TAB> COMMAND [<TAB> NODE]
  *   end <TAB> JOB <TAB> TIME_MS <TAB> STATUS
  *
- * COMMAND has its backslashes, tabs, newlines and carriage returns written
- * as \\, \t, \n and \r. A header may come again (a resumed queue): from
- * there on it names the job list.
+ * COMMAND and NODE (the host a Slurm task ran on) have their backslashes,
+ * tabs, newlines and carriage returns written as \\, \t, \n and \r. A header may come again (a
+ * resumed queue): from there on it names the job list.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -49,6 +49,7 @@ static void job_clear(struct vd_journal_job *j)
 {
 	free(j->devices);
 	free(j->command);
+	free(j->node);
 	memset(j, 0, sizeof(*j));
 }
 
@@ -158,25 +159,32 @@ static int parse_event(struct vd_journal *j, char **f, size_t nf)
 	if (nf < 4 || read_number(&job, f[1], UINT64_MAX) || read_number(&t, f[2], INT64_MAX))
 		return -1;
 	if (!strcmp(f[0], "start")) {
-		char *devices, *command;
+		char *devices, *command, *node = NULL;
 
-		if (nf != 6 || read_number(&v, f[3], INT32_MAX))
+		if ((nf != 6 && nf != 7) || read_number(&v, f[3], INT32_MAX))
 			return -1;
 		if (job >= j->njobs)
 			return 0;
 		devices = strdup(f[4]);
 		command = strdup(f[5]);
-		if (!devices || !command) {
+		if (nf == 7)
+			node = strdup(f[6]);
+		if (!devices || !command || (nf == 7 && !node)) {
 			free(devices);
 			free(command);
+			free(node);
 			return -2;
 		}
 		unescape(command);
+		if (node)
+			unescape(node);
 		jj = &j->jobs[job];
 		free(jj->devices);
 		free(jj->command);
+		free(jj->node);
 		jj->devices = devices;
 		jj->command = command;
+		jj->node = node;
 		jj->pid = (int32_t)v;
 		jj->start_ms = (int64_t)t;
 		jj->end_ms = 0;
@@ -217,7 +225,7 @@ int vd_journal_parse(struct vd_journal **out, const char *text, size_t len)
 	copy[whole] = '\0';
 	rest = copy;
 	while (!err && (line = strsep(&rest, "\n")) && (rest || *line)) {
-		char *f[6];
+		char *f[7];
 		size_t nf;
 		int r;
 
@@ -226,7 +234,7 @@ int vd_journal_parse(struct vd_journal **out, const char *text, size_t len)
 		if ((rest ? (size_t)(rest - line - 1) : whole - (size_t)(line - copy)) !=
 		    strlen(line))
 			r = -1;
-		else if (nf = split(f, 6, line), !strcmp(f[0], MAGIC))
+		else if (nf = split(f, 7, line), !strcmp(f[0], MAGIC))
 			r = parse_header(j, f, nf);
 		else
 			r = lineno == 1 ? -1 : parse_event(j, f, nf);
@@ -466,17 +474,16 @@ out:
 	return 0;
 }
 
-int vd_journal_start(struct vd_journal_writer *w, size_t job, int32_t pid, const char *devices,
-		     const char *command)
+/* s with backslashes, tabs, newlines and carriage returns escaped; NULL out of memory. */
+static char *escape(const char *s)
 {
-	size_t len = strlen(command), k = 0;
+	size_t len = strlen(s), k = 0;
 	char *escaped = malloc(2 * len + 1);
-	long n;
 
 	if (!escaped)
-		return error_set(VD_ENOMEM, "out of memory");
+		return NULL;
 	for (size_t i = 0; i < len; i++) {
-		char c = command[i];
+		char c = s[i];
 
 		if (c == '\\' || c == '\t' || c == '\n' || c == '\r') {
 			escaped[k++] = '\\';
@@ -485,10 +492,27 @@ int vd_journal_start(struct vd_journal_writer *w, size_t job, int32_t pid, const
 		escaped[k++] = c;
 	}
 	escaped[k] = '\0';
-	n = format_record(w, "start\t%zu\t%lld\t%d\t%s\t%s\n", job, (long long)now_ms(), (int)pid,
-			  devices, escaped);
+	return escaped;
+}
+
+int vd_journal_start_on(struct vd_journal_writer *w, size_t job, int32_t pid, const char *devices,
+			const char *command, const char *node)
+{
+	char *escaped = escape(command), *host = node ? escape(node) : NULL;
+	long n = -1;
+
+	if (escaped && (!node || host))
+		n = format_record(w, "start\t%zu\t%lld\t%d\t%s\t%s%s%s\n", job, (long long)now_ms(),
+				  (int)pid, devices, escaped, host ? "\t" : "", host ? host : "");
 	free(escaped);
+	free(host);
 	return n < 0 ? error_set(VD_ENOMEM, "out of memory") : write_record(w, (size_t)n);
+}
+
+int vd_journal_start(struct vd_journal_writer *w, size_t job, int32_t pid, const char *devices,
+		     const char *command)
+{
+	return vd_journal_start_on(w, job, pid, devices, command, NULL);
 }
 
 int vd_journal_end(struct vd_journal_writer *w, size_t job, int status)

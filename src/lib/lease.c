@@ -1014,7 +1014,9 @@ int vd_lease_set_queue(struct vd_lease *lease, const char *journal, size_t job)
 {
 	char cut[VD_COMMAND_MAX];
 
-	vd_utf8_copy(cut, journal, sizeof(cut));
+	/* a path cut short would name another file: none is better */
+	if (vd_utf8_copy(cut, journal, sizeof(cut)) != strlen(journal))
+		return error_set(VD_EINVAL, "the journal's path is too long to record");
 	if (json_object_set_new(lease->record, "journal", json_string(cut)) ||
 	    json_object_set_new(lease->record, "job", json_integer((json_int_t)job)))
 		return error_set(VD_ENOMEM, "out of memory");

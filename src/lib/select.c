@@ -115,7 +115,6 @@
 
 #define SUBSET_LIMIT	200000 /* subsets weighed one by one, at most */
 #define KEY_LEN		7
-#define UNEXPLAINED_MIB 1024 /* in use without a process or lease: a context, not a job */
 #define NAMED_PROCESSES 2
 
 /* Why a unit does not fit; the order is the order of the checks. */

@@ -2,6 +2,8 @@
  * util.c - small string helpers shared by the modules.
  */
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pwd.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -248,16 +250,26 @@ int user_file(char *out, size_t n, const char *xdg_var, const char *under_home, 
 int file_replace(const char *path, const char *text, size_t len)
 {
 	char tmp[4200];
-	FILE *f;
-	int whole;
+	int fd, whole;
+	size_t done = 0;
 
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.%ld", path, (long)getpid()) >= sizeof(tmp))
+	/* a name nobody could have planted: mkstemp makes it, never through a link */
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= sizeof(tmp))
 		return -1;
-	f = fopen(tmp, "we");
-	if (!f)
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0)
 		return -1;
-	whole = fwrite(text, 1, len, f) == len;
-	if (fclose(f) == 0 && whole && rename(tmp, path) == 0)
+	while (done < len) {
+		ssize_t n = write(fd, text + done, len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		done += (size_t)n;
+	}
+	whole = done == len && fchmod(fd, 0644) == 0;
+	if (close(fd) == 0 && whole && rename(tmp, path) == 0)
 		return 0;
 	unlink(tmp);
 	return -1;

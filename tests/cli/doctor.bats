@@ -80,7 +80,16 @@ ids() {
 	[ -z "$(NVIDIA_VISIBLE_DEVICES=0,1 CUDA_VISIBLE_DEVICES=1 ids --demo | grep container-disagree)" ]
 	[ "$(SLURM_STEP_GPUS=2,3 ids --demo | grep -c slurm-unset)" -eq 1 ]
 	[ "$(SLURM_JOB_GPUS=2,3 CUDA_VISIBLE_DEVICES=0 ids --demo | grep -c slurm-count)" -eq 1 ]
-	[ -z "$(SLURM_JOB_GPUS=2,3 CUDA_VISIBLE_DEVICES=0,1 ids --demo | grep slurm)" ]
+	# Slurm's renumbering under cgroups, or its own indices, in PCI order: nothing to say
+	[ -z "$(SLURM_JOB_GPUS=2,3 CUDA_VISIBLE_DEVICES=0,1 CUDA_DEVICE_ORDER=PCI_BUS_ID ids --demo | grep slurm)" ]
+	[ -z "$(SLURM_JOB_GPUS=2,3 CUDA_VISIBLE_DEVICES=2,3 CUDA_DEVICE_ORDER=PCI_BUS_ID ids --demo | grep slurm)" ]
+	# other GPUs than Slurm's
+	[ "$(SLURM_JOB_GPUS=2,3 CUDA_VISIBLE_DEVICES=1,3 CUDA_DEVICE_ORDER=PCI_BUS_ID ids --demo | grep -c slurm-disagree)" -eq 1 ]
+	# the trap: the demo's GPUs differ, and CUDA would count fastest first
+	unset CUDA_DEVICE_ORDER CUDA_VISIBLE_DEVICES SLURM_JOB_GPUS
+	[ "$(SLURM_JOB_GPUS=2,3 CUDA_VISIBLE_DEVICES=2,3 ids --demo | grep -c slurm-order)" -eq 1 ]
+	# one model on the node: no trap
+	[ -z "$(SLURM_JOB_GPUS=0,1 CUDA_VISIBLE_DEVICES=0,1 ids --fixture "$FIXTURES/four.json" | grep slurm)" ]
 }
 
 @test "the shell's start-up files: an export of the variable, with its line, and its value checked" {

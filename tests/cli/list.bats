@@ -364,7 +364,7 @@ on_terminal() {
 	grep -q '^visdev_waiting_requests 1$' <<<"$output"
 	grep -Eq '^visdev_waiting_request_info\{place="1",user="[^"]+",pid="[0-9]+",gpus="3"\} 1$' <<<"$output"
 	grep -Eq '^visdev_device_state\{gpu="0",uuid="GPU-[^"]+",state="busy"\} 1$' <<<"$output"
-	grep -Eq '^visdev_lease_info\{gpu="[0-9]",uuid="GPU-[^"]+",user="[^"]+",pid="[0-9]+",mode="exclusive"\} 1$' <<<"$output"
+	grep -Eq '^visdev_lease_info\{gpu="[0-9]",uuid="GPU-[^"]+",user="[^"]+",pid="[0-9]+",since="[0-9]+",mode="exclusive"\} 1$' <<<"$output"
 	grep -q '^visdev_gpu_utilization_ratio{gpu="0",uuid="GPU-8932f937-d72c-4106-c12f-20bd9faed9f6"} 0.97$' <<<"$output"
 	# MIG devices are devices too; the checker refuses what breaks the format
 	run "$VISDEV" --fixture "$FIXTURES/mig.json" list --format prometheus

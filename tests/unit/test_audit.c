@@ -160,6 +160,47 @@ static void test_membership(void **state)
 	vd_system_free(sys);
 }
 
+/*
+ * A record is its holder's word: pid 1 in it hides nothing, nor does a group
+ * or parent shared with another user's process; a process whose memory is
+ * unknown could explain it all; one /proc does not show leaves the use unknown.
+ */
+static void test_forged_and_unknown(void **state)
+{
+	struct vd_system *sys = snapshot();
+	struct vd_lease_holder hs[] = { holder("GPU-0", 1000, 1, 1) };
+	struct vd_leases leases = { hs, 1 };
+	struct vd_procs procs = { shown, sizeof(shown) / sizeof(shown[0]) };
+	struct vd_audit *a = NULL;
+
+	(void)state;
+	assert_int_equal(vd_audit(&a, sys, &leases, &procs, NULL, 5000, 60), 0);
+	/* 100 and 101 are alice's but not this job's; 200 is bob's */
+	assert_int_equal(a->leases[0].nsquatters, 3);
+	vd_audit_free(a);
+	/* bob's process in alice's job's group, and under her job: still not hers */
+	hs[0] = holder("GPU-0", 1000, 100, 200);
+	shown[3].ppid = 100;
+	assert_int_equal(vd_audit(&a, sys, &leases, &procs, NULL, 5000, 60), 0);
+	assert_int_equal(a->leases[0].nsquatters, 1);
+	assert_int_equal(a->findings[0].pid, 200);
+	vd_audit_free(a);
+	shown[3].ppid = 1;
+	/* one process's memory unknown: nothing said of memory nobody explains */
+	sys->gpus[0].processes[3].used_known = 0;
+	assert_int_equal(vd_audit(&a, sys, &leases, &procs, NULL, 5000, 60), 0);
+	assert_int_equal(a->leases[0].unexplained_mib, 0);
+	assert_int_equal(a->n, 1);
+	vd_audit_free(a);
+	/* a lease whose job /proc does not show: its GPU's unseen process may be it */
+	hs[0] = holder("GPU-0", 1000, 300, 300);
+	hs[0].mode = VD_LEASE_SHARED;
+	assert_int_equal(vd_audit(&a, sys, &leases, &procs, NULL, 5000, 60), 0);
+	assert_int_equal(a->leases[0].use, VD_USE_UNKNOWN);
+	vd_audit_free(a);
+	vd_system_free(sys);
+}
+
 /* Idle: quiet at every look from the first quiet one, for the threshold; memory carries it. */
 static void test_idle(void **state)
 {
@@ -197,6 +238,15 @@ static void test_idle(void **state)
 	assert_int_equal(a->findings[0].seconds, 600);
 	assert_int_equal(a->findings[0].pid, 100);
 	assert_string_equal(a->findings[0].uuid, "GPU-1");
+	vd_audit_free(a);
+	/* a look that cannot tell (no process list for a moment) ends no streak */
+	sys->gpus[1].fields &= ~(unsigned)(VD_GPU_PROCESSES | VD_GPU_UTILIZATION);
+	assert_int_equal(vd_audit(&a, sys, &leases, &procs, m, 5700, 600), 0);
+	assert_int_equal(a->leases[0].use, VD_USE_UNKNOWN);
+	vd_audit_free(a);
+	sys->gpus[1].fields |= VD_GPU_PROCESSES | VD_GPU_UTILIZATION;
+	assert_int_equal(vd_audit(&a, sys, &leases, &procs, m, 5800, 600), 0);
+	assert_int_equal(a->leases[0].quiet_s, 800);
 	vd_audit_free(a);
 	/* a look that sees the job at work ends the streak; the next quiet one starts again */
 	sys->gpus[1].utilization_gpu = 5;
@@ -330,7 +380,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_squatter),   cmocka_unit_test(test_membership),
 		cmocka_unit_test(test_idle),	   cmocka_unit_test(test_memory_file),
-		cmocka_unit_test(test_procs_read),
+		cmocka_unit_test(test_procs_read), cmocka_unit_test(test_forged_and_unknown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
