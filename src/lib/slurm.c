@@ -114,9 +114,9 @@ int vd_slurm_max_array(size_t *out, const char *text)
 		}
 		p += strlen("MaxArraySize");
 		p += strspn(p, " \t");
-		if (*p++ != '=')
+		if (*p != '=')
 			continue;
-		p += strspn(p, " \t");
+		p += 1 + strspn(p + 1, " \t");
 		errno = 0;
 		v = strtoull(p, &end, 10);
 		if (end == p || errno || v > 4000001)

@@ -63,6 +63,16 @@ static void test_parse(void **state)
 	j = parse(HEADER "start\t2\t1\t1\t\ta\\tb\\\\c\\nd\n");
 	assert_string_equal(j->jobs[2].command, "a\tb\\c\nd");
 	assert_string_equal(j->jobs[2].devices, "");
+	assert_null(j->jobs[2].node);
+	vd_journal_free(j);
+	/* a Slurm task's: the node it ran on, after the command; a later start without one */
+	j = parse(HEADER "start\t0\t1\t1\t0,1\tpython x.py\tnode\\t7\n"
+			 "start\t1\t1\t1\t2\tb\tn2\n"
+			 "start\t1\t2\t1\t2\tb\n");
+	assert_string_equal(j->jobs[0].command, "python x.py");
+	assert_string_equal(j->jobs[0].node, "node\t7");
+	assert_string_equal(j->jobs[0].devices, "0,1");
+	assert_null(j->jobs[1].node);
 	vd_journal_free(j);
 }
 
@@ -190,12 +200,14 @@ static void test_write(void **state)
 	assert_true(j->torn);
 	vd_journal_free(j);
 	assert_int_equal(vd_journal_open(&w, path, jobs, 1), 0);
-	assert_int_equal(vd_journal_start(w, 2, 102, "GPU-b", "c"), 0);
+	assert_int_equal(vd_journal_start_on(w, 2, 102, "GPU-b", "c", "node\t1"), 0);
 	vd_journal_close(w);
 	assert_int_equal(vd_journal_read(&j, path), 0);
 	assert_false(j->torn);
 	assert_int_equal(j->jobs[0].state, VD_JOB_DONE);
 	assert_int_equal(j->jobs[2].state, VD_JOB_RUNNING);
+	/* the node written escaped, read back as it was */
+	assert_string_equal(j->jobs[2].node, "node\t1");
 	vd_journal_free(j);
 	/* not appending: a new journal */
 	assert_int_equal(vd_journal_open(&w, path, jobs, 0), 0);
