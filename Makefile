@@ -232,6 +232,8 @@ bench: all $(BUILD)/bench/startup $(BUILD)/bench/lease-contention $(BUILD)/bench
 	$(BUILD)/bench/lease-contention $(abspath $(PROGRAM)) tests/fixtures/eight.json 64 8
 	$(BUILD)/bench/queue-throughput $(abspath $(PROGRAM)) tests/fixtures/eight.json
 	$(BUILD)/bench/top-cpu $(abspath $(PROGRAM)) tests/fixtures/eight.json $(abspath $(MOCK_DIR))
+	if [ "$$(id -u)" -eq 0 ]; then bench/slurm-submit $(PROGRAM) 1000; \
+	else echo "slurm-submit: skipped, it needs root to start the test Slurm"; fi
 
 $(BUILD)/visdev.pc: src/lib/visdev.pc.in include/visdev.h
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
