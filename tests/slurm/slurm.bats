@@ -136,6 +136,23 @@ JOB
 	"$VISDEV" queue --cancel many.txt.slurm
 }
 
+@test "--retries submits a failed job again while following; Ctrl-C only detaches" {
+	# fails the first time, succeeds the second
+	echo "test -e $PWD/tried || { touch $PWD/tried; exit 1; }" >flaky.txt
+	run "$VISDEV" queue --slurm --retries 1 flaky.txt
+	assert_status 0
+	[[ "$output" == *"1 job: 1 done, 0 failed"* ]]
+	[ "$("$VISDEV" queue --status flaky.txt.slurm --json | jq '.jobs[0].starts')" -eq 2 ]
+	[ "$(jq '.arrays | length' flaky.txt.slurm/queue.json)" -eq 2 ]
+	# Ctrl-C while following: the jobs are Slurm's and go on
+	printf 'sleep 300\n' >long.txt
+	run --separate-stderr timeout --preserve-status -s INT 5 "$VISDEV" queue --slurm long.txt
+	assert_status 130
+	[[ "$stderr" == *"detached: the jobs are Slurm's and go on. 'visdev queue --status $PWD/long.txt.slurm' shows them, 'visdev queue --cancel $PWD/long.txt.slurm' cancels them"* ]]
+	[ "$("$VISDEV" queue --status long.txt.slurm --json | jq .active)" = true ]
+	"$VISDEV" queue --cancel long.txt.slurm
+}
+
 @test "sbatch missing from PATH: a clear error, nothing written" {
 	echo true >jobs.txt
 	run env PATH=/nonexistent "$VISDEV" queue --slurm jobs.txt
