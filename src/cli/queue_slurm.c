@@ -106,28 +106,43 @@ static int drain(char **buf, size_t *len, size_t *cap, int fd)
  * them). Returns its exit status, 128+N for signal N, or -1 when it could not
  * be started.
  */
-static int capture(char **out, char **err, char *const *argv)
+static int capture(char **out, char **err, const char *const *argv)
 {
 	int po[2], pe[2], status;
-	char *bufs[2] = { NULL, NULL };
-	size_t lens[2] = { 0, 0 }, caps[2] = { 0, 0 };
+	char *bufs[2] = { NULL, NULL }, **copy;
+	size_t lens[2] = { 0, 0 }, caps[2] = { 0, 0 }, n = 0;
 	pid_t pid;
 
 	*out = *err = NULL;
-	if (pipe2(po, O_CLOEXEC) < 0)
+	/* exec's own copy of the words, which it takes as writable */
+	while (argv[n])
+		n++;
+	copy = calloc(n + 1, sizeof(*copy));
+	for (size_t i = 0; copy && i < n; i++)
+		if (!(copy[i] = strdup(argv[i]))) {
+			vd_strings_free(copy, i);
+			copy = NULL;
+		}
+	if (!copy)
 		return -1;
+	if (pipe2(po, O_CLOEXEC) < 0) {
+		vd_strings_free(copy, n);
+		return -1;
+	}
 	if (pipe2(pe, O_CLOEXEC) < 0) {
 		close(po[0]);
 		close(po[1]);
+		vd_strings_free(copy, n);
 		return -1;
 	}
 	pid = fork();
 	if (pid == 0) {
 		dup2(po[1], STDOUT_FILENO);
 		dup2(pe[1], STDERR_FILENO);
-		execvp(argv[0], argv);
+		execvp(copy[0], copy);
 		_exit(127);
 	}
+	vd_strings_free(copy, n);
 	close(po[1]);
 	close(pe[1]);
 	for (int open_fds = pid > 0 ? 2 : 0; open_fds;) {
@@ -267,7 +282,7 @@ static int sweep_read(struct sweep *s, const char *dir, int ask_slurm)
 	if (ask_slurm) {
 		char *out = NULL, *errs = NULL;
 		char name_opt[128];
-		char *argv[] = { "squeue", "-h", "-r", "-o", "%i %t", name_opt, NULL };
+		const char *argv[] = { "squeue", "-h", "-r", "-o", "%i %t", name_opt, NULL };
 		int rc;
 
 		snprintf(name_opt, sizeof(name_opt), "--name=%s", s->job_name);
@@ -336,7 +351,7 @@ static void sweep_release(struct sweep *s)
 /* MaxArraySize, from scontrol. Returns 0, or an exit code after saying why. */
 static int max_array(size_t *out)
 {
-	char *argv[] = { "scontrol", "show", "config", NULL };
+	const char *argv[] = { "scontrol", "show", "config", NULL };
 	char *text = NULL, *errs = NULL;
 	int rc;
 
@@ -396,7 +411,7 @@ static int submit(struct vd_slurm_queue *q, const size_t *jobs, size_t n, long m
 	snprintf(out_opt, sizeof(out_opt), "--output=%s/out/slurm-%%A_%%a.log", q->dir);
 	for (size_t a = first; a < q->narrays; a++) {
 		struct vd_slurm_array *x = &q->arrays[a];
-		char **argv = calloc(q->nargs + 16, sizeof(*argv));
+		const char **argv = calloc(q->nargs + 16, sizeof(*argv));
 		char job_name_opt[128], *out = NULL, *errs = NULL;
 		size_t k = 0;
 		int st;
@@ -683,12 +698,17 @@ int slurm_submit(const struct slurm_options *o, const struct vd_jobs *jobs)
 	q.njobs = jobs->n;
 	q.digest = jobs->digest;
 	q.gpus = o->gpus;
-	q.sbatch_args = (char **)o->sbatch_args;
-	q.nargs = o->nargs;
+	q.sbatch_args = calloc(o->nargs + 1, sizeof(*q.sbatch_args));
+	for (size_t i = 0; q.sbatch_args && i < o->nargs; i++)
+		if ((q.sbatch_args[i] = strdup(o->sbatch_args[i])))
+			q.nargs = i + 1;
 	slash = o->file ? strrchr(o->file, '/') : NULL;
-	q.name = (char *)(o->file ?
-				  (strcmp(o->file, "-") ? (slash ? slash + 1 : o->file) : "stdin") :
+	q.name = strdup(o->file ? (strcmp(o->file, "-") ? (slash ? slash + 1 : o->file) : "stdin") :
 				  "grid");
+	if (!q.sbatch_args || q.nargs != o->nargs || !q.name) {
+		cli_error("out of memory");
+		goto out;
+	}
 	q.source = o->file && strcmp(o->file, "-") && realpath(o->file, source) ? source : NULL;
 	job_name(slurm_name, sizeof(slurm_name), &q);
 	q.job_name = slurm_name;
@@ -706,6 +726,8 @@ int slurm_submit(const struct slurm_options *o, const struct vd_jobs *jobs)
 	}
 	rc = follow(abs, o);
 out:
+	vd_strings_free(q.sbatch_args, q.nargs);
+	free(q.name);
 	free(def);
 	free(all);
 	return rc;
@@ -847,7 +869,7 @@ int slurm_cancel(const char *dir)
 {
 	struct sweep s;
 	char name_opt[128], *out = NULL, *errs = NULL;
-	char *argv[] = { "scancel", name_opt, NULL };
+	const char *argv[] = { "scancel", name_opt, NULL };
 	int rc = sweep_read(&s, dir, 0);
 
 	if (rc) {
