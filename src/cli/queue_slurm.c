@@ -506,9 +506,30 @@ static double now_s(void)
 /* "done 12/40, running 4, queued 24, failed 0, lost 0". */
 static void progress_text(char *buf, size_t n, const struct sweep *s)
 {
-	snprintf(buf, n, "done %zu/%zu, running %zu, queued %zu, failed %zu%s%.0zu",
-		 s->count[JOB_DONE], s->q->njobs, s->count[JOB_RUNNING], s->count[JOB_QUEUED],
-		 s->count[JOB_FAILED], s->count[JOB_LOST] ? ", lost " : "", s->count[JOB_LOST]);
+	int64_t ran_ms = 0;
+	size_t ended = 0, len;
+
+	len = (size_t)snprintf(buf, n, "done %zu/%zu, running %zu, queued %zu, failed %zu",
+			       s->count[JOB_DONE], s->q->njobs, s->count[JOB_RUNNING],
+			       s->count[JOB_QUEUED], s->count[JOB_FAILED]);
+	if (s->count[JOB_LOST] && len < n)
+		len += (size_t)snprintf(buf + len, n - len, ", lost %zu", s->count[JOB_LOST]);
+	/* the time left: what waits and runs, as many at once as run now, at the mean so far */
+	for (size_t i = 0; i < s->q->njobs; i++)
+		if ((s->jobs[i].state == JOB_DONE || s->jobs[i].state == JOB_FAILED) &&
+		    s->jobs[i].start_ms && s->jobs[i].end_ms >= s->jobs[i].start_ms) {
+			ran_ms += s->jobs[i].end_ms - s->jobs[i].start_ms;
+			ended++;
+		}
+	if (ended && s->count[JOB_RUNNING] && len < n) {
+		char eta[32];
+		double left = (double)(s->count[JOB_QUEUED] + s->count[JOB_RUNNING]) /
+			      (double)s->count[JOB_RUNNING];
+
+		cli_format_span(eta, sizeof(eta),
+				(int64_t)(left * (double)ran_ms / (double)ended / 1000.0 + 0.5));
+		snprintf(buf + len, n - len, ", ETA %s", eta);
+	}
 }
 
 /* The jobs to submit again for --retries: failed or lost, with runs left. */

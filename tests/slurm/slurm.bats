@@ -167,3 +167,14 @@ JOB
 	assert_status 2
 	[[ "$output" == *"--partition is for a sweep on Slurm: add --slurm"* ]]
 }
+
+@test "sbatch refusing: Slurm's own message, exit 1, and nothing recorded as submitted" {
+	printf 'true\ntrue\n' >jobs.txt
+	run "$VISDEV" queue --slurm --partition nosuch jobs.txt
+	assert_status 1
+	[[ "$output" == *"sbatch failed: sbatch: error: "*"artition"* ]]
+	[ "$(jq '.arrays | length' jobs.txt.slurm/queue.json)" -eq 0 ]
+	[ "$(squeue -h | wc -l)" -eq 0 ]
+	# its status says nothing ran
+	[ "$("$VISDEV" queue --status jobs.txt.slurm --json | jq -c .counts)" = '{"not-run":2,"queued":0,"running":0,"done":0,"failed":0,"lost":0}' ]
+}
