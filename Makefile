@@ -54,6 +54,7 @@ MOCKS := $(MOCK_DIR)/libnvidia-ml.so.1 $(MOCK_DIR)/old/libnvidia-ml.so.1 $(MOCK_
 SHIM_DIR := $(BUILD)/tests/shim
 SHIMS := $(SHIM_DIR)/replace-lock.so
 CLI_TESTS := $(wildcard tests/cli/*.bats)
+DOCS := $(wildcard docs/*.md)
 # a real Slurm on this host: they start it when root, and say they skip otherwise
 SLURM_TESTS := $(wildcard tests/slurm/*.bats)
 
@@ -66,7 +67,7 @@ CHECK_DEPS := gcc make perl python3 libjansson-dev libncurses-dev libcmocka-dev 
 	python3-dev python3-pytest python3-setuptools python3-wheel python3-venv
 DEMO_DEPS := gcc make libjansson-dev libncurses-dev
 
-.PHONY: all demo check test deps-check deps-demo install python python-test fuzz bench format \
+.PHONY: all demo check test deps-check deps-demo install uninstall python python-test fuzz bench format \
 	format-check clean
 .DELETE_ON_ERROR:
 
@@ -249,7 +250,22 @@ install: all $(BUILD)/visdev.pc
 	install -m 644 include/visdev.h $(DESTDIR)$(INCLUDEDIR)/visdev.h
 	install -m 644 $(BUILD)/visdev.pc $(DESTDIR)$(PKGCONFIGDIR)/visdev.pc
 	install -m 644 docs/visdev.1 $(DESTDIR)$(MANDIR)/man1/visdev.1
-	install -m 644 docs/*.md $(DESTDIR)$(DOCDIR)
+	install -m 644 $(DOCS) $(DESTDIR)$(DOCDIR)
+	@# where the shell or man would not look, say what to add (not for a package's DESTDIR)
+	@if [ -z "$(DESTDIR)" ]; then \
+		case ":$$PATH:" in *":$(BINDIR):"*) ;; \
+		*) echo "# $(BINDIR) is not on PATH: export PATH=$(BINDIR):\$$PATH";; esac; \
+		if ! { manpath 2>/dev/null || echo "$$MANPATH"; } | tr : '\n' | grep -qx "$(MANDIR)"; then \
+		echo "# man does not look in $(MANDIR): export MANPATH=$(MANDIR):\$$MANPATH"; fi; \
+	fi
+
+# Removes exactly what install put in place (and the documentation's folder, once empty).
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/visdev $(DESTDIR)$(LIBDIR)/libvisdev.a \
+		$(DESTDIR)$(LIBDIR)/libvisdev.so.0 $(DESTDIR)$(LIBDIR)/libvisdev.so \
+		$(DESTDIR)$(INCLUDEDIR)/visdev.h $(DESTDIR)$(PKGCONFIGDIR)/visdev.pc \
+		$(DESTDIR)$(MANDIR)/man1/visdev.1 $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(DOCS)))
+	-rmdir $(DESTDIR)$(DOCDIR) 2>/dev/null
 
 SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 

@@ -117,6 +117,41 @@ static int help(int argc, char **argv, int i)
 	return run_command(c, i + 2, argv, i);
 }
 
+/*
+ * visdev --version: the program's version, the library's (the one it was
+ * built with), and the NVIDIA driver's when NVML loads (VISDEV_NVML_LIB
+ * names another libnvidia-ml): never a fixture's or the demo's.
+ */
+static int version(void)
+{
+	struct vd_backend_options opts = { .nvml_lib = getenv("VISDEV_NVML_LIB") };
+	struct vd_backend *b = NULL;
+	struct vd_system *sys = NULL;
+	int err;
+
+	if (opts.nvml_lib && !*opts.nvml_lib)
+		opts.nvml_lib = NULL;
+	printf("visdev %s\n", VD_VERSION);
+	printf("libvisdev %s\n", vd_version());
+	err = vd_backend_open(&b, &opts);
+	if (!err)
+		err = vd_backend_snapshot(&sys, b);
+	if (err)
+		cli_printf("NVIDIA driver: none loaded (%s)\n", vd_error_last());
+	else if (sys->cuda_driver_version > 0)
+		cli_printf("NVIDIA driver %s (CUDA %d.%d), from %s\n",
+			   sys->driver_version[0] ? sys->driver_version : "?",
+			   sys->cuda_driver_version / 1000, sys->cuda_driver_version % 1000 / 10,
+			   vd_backend_source(b));
+	else
+		cli_printf("NVIDIA driver %s, from %s\n",
+			   sys->driver_version[0] ? sys->driver_version : "?",
+			   vd_backend_source(b));
+	vd_system_free(sys);
+	vd_backend_free(b);
+	return EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option options[] = { { "version", no_argument, NULL, 'V' },
@@ -136,10 +171,8 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return EXIT_OK;
 	}
-	if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-V")) {
-		printf("visdev %s\n", vd_version());
-		return EXIT_OK;
-	}
+	if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-V"))
+		return version();
 	if (!strcmp(argv[i], "help"))
 		return help(argc, argv, i);
 	if (argv[i][0] == '-') {

@@ -116,5 +116,12 @@ lines_of() {
 	local short=$output
 	run "$VISDEV" --version
 	[ "$output" = "$short" ]
-	[[ "$output" =~ ^visdev\ [0-9]+\.[0-9]+\.[0-9]+$ ]]
+	[[ "${lines[0]}" =~ ^visdev\ [0-9]+\.[0-9]+\.[0-9]+$ ]]
+	[[ "${lines[1]}" =~ ^libvisdev\ [0-9]+\.[0-9]+\.[0-9]+$ ]]
+	# the driver's, when NVML loads (never a fixture's); else why not
+	[[ "${lines[2]}" == "NVIDIA driver: none loaded (no NVIDIA driver found: cannot load "* ]]
+	run env MOCK_NVML_FIXTURE="$FIXTURES/four.json" VISDEV_NVML_LIB="$MOCK_NVML_DIR/libnvidia-ml.so.1" \
+		VISDEV_FIXTURE="$FIXTURES/mixed.json" "$VISDEV" --version
+	assert_status 0
+	[ "${lines[2]}" = "NVIDIA driver 550.54.15 (CUDA 12.4), from $MOCK_NVML_DIR/libnvidia-ml.so.1" ]
 }

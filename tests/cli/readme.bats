@@ -31,6 +31,26 @@ readme_output() {
 		diff <(printf '%s\n' "$want") <(printf '%s\n' "$output") >&2
 		return 1
 	fi
+	# uninstall removes every file install put there, and nothing else
+	touch "$BATS_TEST_TMPDIR/prefix/bin/someone-else"
+	run make -s -C "$REPO" uninstall PREFIX="$BATS_TEST_TMPDIR/prefix" BUILD="$(dirname "$VISDEV")"
+	assert_status 0
+	[ "$(find "$BATS_TEST_TMPDIR/prefix" -type f)" = "$BATS_TEST_TMPDIR/prefix/bin/someone-else" ]
+}
+
+@test "make install says what to add to PATH and MANPATH, only where they lack it" {
+	run env PATH=/usr/bin:/bin make -s -C "$REPO" install PREFIX="$BATS_TEST_TMPDIR/p" BUILD="$(dirname "$VISDEV")"
+	assert_status 0
+	assert_output_has "# $BATS_TEST_TMPDIR/p/bin is not on PATH: export PATH=$BATS_TEST_TMPDIR/p/bin:\$PATH"
+	run env PATH="$BATS_TEST_TMPDIR/p/bin:/usr/bin:/bin" MANPATH="$BATS_TEST_TMPDIR/p/share/man" \
+		make -s -C "$REPO" install PREFIX="$BATS_TEST_TMPDIR/p" BUILD="$(dirname "$VISDEV")"
+	assert_status 0
+	[[ "$output" != *"not on PATH"* && "$output" != *"man does not look"* ]]
+	# a package's DESTDIR: files under it, no advice
+	run env PATH=/usr/bin:/bin make -s -C "$REPO" install PREFIX=/usr DESTDIR="$BATS_TEST_TMPDIR/d" BUILD="$(dirname "$VISDEV")"
+	assert_status 0
+	[ -x "$BATS_TEST_TMPDIR/d/usr/bin/visdev" ]
+	[[ "$output" != *PATH* ]]
 }
 
 @test "make demo says where the program is and how to put it on PATH" {
