@@ -18,6 +18,9 @@ LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 MANDIR ?= $(PREFIX)/share/man
 DOCDIR ?= $(PREFIX)/share/doc/visdev
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR ?= $(PREFIX)/share/zsh/vendor-completions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 DESTDIR ?=
 
@@ -251,6 +254,9 @@ install: all $(BUILD)/visdev.pc
 	install -m 644 $(BUILD)/visdev.pc $(DESTDIR)$(PKGCONFIGDIR)/visdev.pc
 	install -m 644 docs/visdev.1 $(DESTDIR)$(MANDIR)/man1/visdev.1
 	install -m 644 $(DOCS) $(DESTDIR)$(DOCDIR)
+	install -D -m 644 completions/visdev.bash $(DESTDIR)$(BASHCOMPDIR)/visdev
+	install -D -m 644 completions/_visdev $(DESTDIR)$(ZSHCOMPDIR)/_visdev
+	install -D -m 644 completions/visdev.fish $(DESTDIR)$(FISHCOMPDIR)/visdev.fish
 	@# where the shell or man would not look, say what to add (not for a package's DESTDIR)
 	@if [ -z "$(DESTDIR)" ]; then \
 		case ":$$PATH:" in *":$(BINDIR):"*) ;; \
@@ -264,7 +270,9 @@ uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/visdev $(DESTDIR)$(LIBDIR)/libvisdev.a \
 		$(DESTDIR)$(LIBDIR)/libvisdev.so.0 $(DESTDIR)$(LIBDIR)/libvisdev.so \
 		$(DESTDIR)$(INCLUDEDIR)/visdev.h $(DESTDIR)$(PKGCONFIGDIR)/visdev.pc \
-		$(DESTDIR)$(MANDIR)/man1/visdev.1 $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(DOCS)))
+		$(DESTDIR)$(MANDIR)/man1/visdev.1 $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(DOCS))) \
+		$(DESTDIR)$(BASHCOMPDIR)/visdev $(DESTDIR)$(ZSHCOMPDIR)/_visdev \
+		$(DESTDIR)$(FISHCOMPDIR)/visdev.fish
 	-rmdir $(DESTDIR)$(DOCDIR) 2>/dev/null
 
 SOURCES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)

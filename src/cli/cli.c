@@ -118,12 +118,29 @@ static int long_mistake(const char *arg, const struct option *longopts)
 	return 0;
 }
 
+/*
+ * `visdev COMMAND --list-options` (for shell completion, and its tests): the
+ * options the command parses, from the very table it parses with, one a
+ * line, "=" after those that take a value; then exit 0.
+ */
+static void list_options(const char *shortopts, const struct option *longopts)
+{
+	for (const char *c = shortopts; *c; c++)
+		if (*c != '+' && *c != ':')
+			printf("-%c%s\n", *c, c[1] == ':' ? "=" : "");
+	for (const struct option *o = longopts; o->name; o++)
+		printf("--%s%s\n", o->name, o->has_arg == required_argument ? "=" : "");
+	exit(fflush(stdout) ? EXIT_FAIL : EXIT_OK);
+}
+
 int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts)
 {
 	char spec[64], typed[128];
 	int plus = shortopts[0] == '+', idx = -1, opt;
 	const char *arg;
 
+	if (optind <= 1 && argc == 2 && !strcmp(argv[1], "--list-options"))
+		list_options(shortopts, longopts);
 	snprintf(spec, sizeof(spec), "%s:%s", plus ? "+" : "", shortopts + plus);
 	opterr = 0;
 	opt = getopt_long(argc, argv, spec, longopts, &idx);

@@ -362,4 +362,10 @@ void cli_audit_text(char *buf, size_t n, const struct vd_audit *a, size_t i,
 void cli_print_audit(const struct vd_audit *a, const struct vd_system *sys,
 		     const struct vd_leases *leases);
 
+/*
+ * `visdev __complete CWORD visdev WORD...` (complete.c): what a shell may
+ * complete word CWORD with, one a line; commands names the commands.
+ */
+int cli_complete(int argc, char **argv, const char *const *commands, size_t ncommands);
+
 #endif

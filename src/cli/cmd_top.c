@@ -31,6 +31,8 @@ static const char usage[] =
 	"  --idle MINUTES     a lease whose job has not used its GPU for this long,\n"
 	"                     at every look, is idle (default 30)\n"
 	"  --color WHEN       auto (unless NO_COLOR is set), always or never\n"
+	"  --json             refused: for JSON again and again, 'visdev list --watch\n"
+	"                     SECONDS --json' prints one object a line\n"
 	"  --demo             use the built-in demo server (four GPUs)\n"
 	"  --fixture FILE     use a simulated server described in FILE (JSON)\n"
 	"  --nvml-lib PATH    load this libnvidia-ml instead of the system's\n"

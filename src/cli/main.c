@@ -159,6 +159,13 @@ int main(int argc, char **argv)
 	const struct command *c;
 	int i = 1, takes_value;
 
+	if (argc > 1 && !strcmp(argv[1], "__complete")) {
+		const char *names[ARRAY_LEN(commands)];
+
+		for (size_t k = 0; k < ARRAY_LEN(commands); k++)
+			names[k] = commands[k].name;
+		return cli_complete(argc - 1, argv + 1, names, ARRAY_LEN(commands));
+	}
 	while (i < argc && is_global(argv[i], &takes_value))
 		i += 1 + takes_value;
 	if (i > argc)

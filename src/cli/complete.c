@@ -1,0 +1,189 @@
+/*
+ * complete.c - `visdev __complete CWORD WORD...`: what a shell may complete
+ * the word at CWORD of a visdev command line with, one candidate a line (the
+ * shell keeps those that start with what is typed), or "@files" for a file
+ * name and "@commands" for a command. The shells' scripts in completions/
+ * only ask this; the options come from each command's own parsing table
+ * (`visdev COMMAND --list-options`), so that none can be missing.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/*
+ * The options of command, from its own table as `COMMAND --list-options`
+ * prints it ("--idle=" for one that takes a value), into buf.
+ */
+static void read_options(const char *command, char *buf, size_t n)
+{
+	char self[4096];
+	ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1), got;
+	size_t done = 0;
+	int fds[2];
+	pid_t pid;
+
+	buf[0] = '\0';
+	if (len <= 0 || pipe(fds) < 0)
+		return;
+	self[len] = '\0';
+	pid = fork();
+	if (pid == 0) {
+		dup2(fds[1], STDOUT_FILENO);
+		execl(self, "visdev", command, "--list-options", (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	while (pid > 0 && done + 1 < n && (got = read(fds[0], buf + done, n - done - 1)) > 0)
+		done += (size_t)got;
+	buf[done] = '\0';
+	close(fds[0]);
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+}
+
+/* Whether option takes a value, by the command's own table. */
+static int takes_value(const char *options, const char *option)
+{
+	size_t len = strlen(option);
+
+	for (const char *p = options; (p = strstr(p, option)); p += len)
+		if ((p == options || p[-1] == '\n') && p[len] == '=')
+			return 1;
+	return 0;
+}
+
+/* The GPUs' indices and UUIDs (MIG devices' too), as the global options before name them. */
+static void devices(const struct cli_globals *g)
+{
+	struct vd_backend_options opts = g->backend;
+	struct vd_backend *b = NULL;
+	struct vd_system *sys = NULL;
+
+	opts.use_env = 1;
+	if (vd_backend_open(&b, &opts) == 0 && vd_backend_snapshot(&sys, b) == 0)
+		for (size_t i = 0; i < sys->ngpus; i++) {
+			printf("%zu\n%s\n", i, sys->gpus[i].uuid);
+			for (size_t m = 0; m < sys->gpus[i].nmig; m++)
+				printf("%s\n", sys->gpus[i].mig[m].uuid);
+		}
+	vd_system_free(sys);
+	vd_backend_free(b);
+}
+
+/* The values an option takes, or "@files"; nothing when it takes any text. */
+static void values_of(const char *command, const char *option, const struct cli_globals *g)
+{
+	static const struct {
+		const char *option, *command, *values;
+	} fixed[] = {
+		{ "--order", NULL, "pci fastest" },	 { "--color", NULL, "auto always never" },
+		{ "--shell", NULL, "sh bash zsh fish" }, { "--format", "list", "prometheus" },
+		{ "--format", NULL, "index uuid" },
+	};
+	static const char *const files[] = { "--fixture", "--nvml-lib", "--state",  "--log-dir",
+					     "--script",  "--status",	"--resume", "--cancel" };
+
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		if (!strcmp(option, files[i])) {
+			printf("@files\n");
+			return;
+		}
+	if (!strcmp(option, "--policy")) {
+		for (unsigned p = 0; vd_policy_name((enum vd_policy)p); p++)
+			printf("%s\n", vd_policy_name((enum vd_policy)p));
+		return;
+	}
+	if (!strcmp(option, "--exclude")) {
+		devices(g);
+		return;
+	}
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+		if (!strcmp(option, fixed[i].option) &&
+		    (!fixed[i].command || (command && !strcmp(command, fixed[i].command)))) {
+			for (const char *v = fixed[i].values; *v;) {
+				size_t len = strcspn(v, " ");
+
+				printf("%.*s\n", (int)len, v);
+				v += len + (v[len] == ' ');
+			}
+			return;
+		}
+}
+
+int cli_complete(int argc, char **argv, const char *const *commands, size_t ncommands)
+{
+	struct cli_globals g = { 0 };
+	const char *command = NULL, *cur, *prev;
+	char options[8192];
+	long cword;
+	char *end;
+	int i;
+
+	/* argv: __complete CWORD visdev WORD... */
+	if (argc < 3)
+		return EXIT_USAGE;
+	cword = strtol(argv[1], &end, 10);
+	if (*end || cword < 1)
+		return EXIT_USAGE;
+	argv += 2; /* argv[0] is now "visdev" */
+	argc -= 2;
+	cur = cword < argc ? argv[cword] : "";
+	prev = argv[cword - 1];
+	/* "--fixture=FILE" split by the shell at '=' (bash): the option is before the '=' */
+	if (!strcmp(prev, "=") && cword >= 2)
+		prev = argv[cword - 2];
+	/* the global options, then the command */
+	for (i = 1; i < cword && i < argc; i++) {
+		if (!strcmp(argv[i], "--demo"))
+			g.backend.demo = 1;
+		else if (!strcmp(argv[i], "--fixture") && i + 1 < argc)
+			g.backend.fixture = argv[++i];
+		else if (!strcmp(argv[i], "--nvml-lib") && i + 1 < argc)
+			g.backend.nvml_lib = argv[++i];
+		else if (argv[i][0] != '-') {
+			command = argv[i];
+			break;
+		}
+	}
+	/* after "--" in run: the job's command line, the shell's to complete */
+	for (int k = i + 1; command && k < cword && k < argc; k++)
+		if (!strcmp(argv[k], "--")) {
+			printf(k + 1 == cword ? "@commands\n" : "@files\n");
+			return EXIT_OK;
+		}
+	/* the command's options (the global ones when there is none yet), from its table */
+	read_options(command ? command : "list", options, sizeof(options));
+	if (prev[0] == '-' && takes_value(options, prev)) {
+		values_of(command, prev, &g);
+		return EXIT_OK;
+	}
+	if (!command && cur[0] != '-') {
+		for (size_t k = 0; k < ncommands; k++)
+			printf("%s\n", commands[k]);
+		printf("help\n");
+		return EXIT_OK;
+	}
+	if (!command) {
+		printf("--demo\n--fixture\n--nvml-lib\n--json\n--help\n--version\n");
+		return EXIT_OK;
+	}
+	if (!strcmp(command, "help")) {
+		for (size_t k = 0; k < ncommands; k++)
+			printf("%s\n", commands[k]);
+		return EXIT_OK;
+	}
+	if (cur[0] == '-') {
+		/* each option as it is typed: "--idle", not the table's "--idle=" */
+		for (char *line = strtok(options, "\n"); line; line = strtok(NULL, "\n"))
+			printf("%.*s\n", (int)strcspn(line, "="), line);
+		return EXIT_OK;
+	}
+	/* a command's own words: job files, scripts; map's value is anyone's to type */
+	if (!strcmp(command, "queue"))
+		printf("@files\n");
+	return EXIT_OK;
+}
