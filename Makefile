@@ -57,6 +57,8 @@ MOCKS := $(MOCK_DIR)/libnvidia-ml.so.1 $(MOCK_DIR)/old/libnvidia-ml.so.1 $(MOCK_
 SHIM_DIR := $(BUILD)/tests/shim
 SHIMS := $(SHIM_DIR)/replace-lock.so
 CLI_TESTS := $(wildcard tests/cli/*.bats)
+COMMANDS := list map pick run leases queue doctor top
+MANPAGES := $(COMMANDS:%=$(BUILD)/man/visdev-%.1)
 DOCS := $(wildcard docs/*.md)
 # a real Slurm on this host: they start it when root, and say they skip otherwise
 SLURM_TESTS := $(wildcard tests/slurm/*.bats)
@@ -66,15 +68,15 @@ SHARED_LIB := $(BUILD)/libvisdev.so.0
 PROGRAM := $(BUILD)/visdev
 
 CHECK_DEPS := gcc make perl python3 libjansson-dev libncurses-dev libcmocka-dev bats jq tmux fish \
-	slurm-wlm munge \
+	slurm-wlm munge groff-base man-db \
 	python3-dev python3-pytest python3-setuptools python3-wheel python3-venv
 DEMO_DEPS := gcc make libjansson-dev libncurses-dev
 
-.PHONY: all demo check test deps-check deps-demo install uninstall python python-test fuzz bench format \
+.PHONY: all demo check test deps-check deps-demo install uninstall man-check python python-test fuzz bench format \
 	format-check clean
 .DELETE_ON_ERROR:
 
-all: $(STATIC_LIB) $(SHARED_LIB) $(PROGRAM)
+all: $(STATIC_LIB) $(SHARED_LIB) $(PROGRAM) $(MANPAGES)
 
 $(BUILD)/obj/lib/%.o: src/lib/%.c include/visdev.h src/lib/internal.h
 	@mkdir -p $(@D)
@@ -108,6 +110,17 @@ $(PROGRAM): $(CLI_OBJ) $(STATIC_LIB)
 $(BUILD)/tests/unit/%: tests/unit/%.c $(STATIC_LIB) $(wildcard tests/unit/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS) -lcmocka
+
+# A page per command, from the program's own help (scripts/manpage), checked by groff.
+$(BUILD)/man/visdev-%.1: $(PROGRAM) scripts/manpage
+	@mkdir -p $(@D)
+	scripts/manpage $(PROGRAM) $* $(VERSION) > $@
+
+man-check: $(MANPAGES)
+	@for p in docs/visdev.1 $(MANPAGES); do \
+		out=$$(groff -ww -man -z $$p 2>&1); \
+		[ -z "$$out" ] || { echo "$$p: $$out"; exit 1; }; \
+	done; echo "manual pages: $(words $(MANPAGES) docs/visdev.1) pages, no groff warning"
 
 # top's layout: the program's pure parts (all but main and the commands), with the library.
 TOPVIEW_OBJ := $(filter-out $(BUILD)/obj/cli/main.o $(BUILD)/obj/cli/cmd_%.o,$(CLI_OBJ))
@@ -193,7 +206,7 @@ python-test: python $(PROGRAM) $(MOCKS)
 	VISDEV_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
 
 # Every test under prove: cmocka speaks TAP when asked, bats by default.
-test: all $(UNIT_BIN) $(MOCKS) $(SHIMS) $(BUILD)/tests/gpu/check $(PYTEST)
+test: all man-check $(UNIT_BIN) $(MOCKS) $(SHIMS) $(BUILD)/tests/gpu/check $(PYTEST)
 	VISDEV=$(abspath $(PROGRAM)) MOCK_NVML_DIR=$(abspath $(MOCK_DIR)) SHIM_DIR=$(abspath $(SHIM_DIR)) \
 	CMOCKA_MESSAGE_OUTPUT=TAP LC_ALL=C \
 	prove --exec '' $(UNIT_BIN) $(CLI_TESTS) $(SLURM_TESTS)
@@ -252,7 +265,7 @@ install: all $(BUILD)/visdev.pc
 	ln -sf libvisdev.so.0 $(DESTDIR)$(LIBDIR)/libvisdev.so
 	install -m 644 include/visdev.h $(DESTDIR)$(INCLUDEDIR)/visdev.h
 	install -m 644 $(BUILD)/visdev.pc $(DESTDIR)$(PKGCONFIGDIR)/visdev.pc
-	install -m 644 docs/visdev.1 $(DESTDIR)$(MANDIR)/man1/visdev.1
+	install -m 644 docs/visdev.1 $(MANPAGES) $(DESTDIR)$(MANDIR)/man1/
 	install -m 644 $(DOCS) $(DESTDIR)$(DOCDIR)
 	install -D -m 644 completions/visdev.bash $(DESTDIR)$(BASHCOMPDIR)/visdev
 	install -D -m 644 completions/_visdev $(DESTDIR)$(ZSHCOMPDIR)/_visdev
@@ -270,7 +283,8 @@ uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/visdev $(DESTDIR)$(LIBDIR)/libvisdev.a \
 		$(DESTDIR)$(LIBDIR)/libvisdev.so.0 $(DESTDIR)$(LIBDIR)/libvisdev.so \
 		$(DESTDIR)$(INCLUDEDIR)/visdev.h $(DESTDIR)$(PKGCONFIGDIR)/visdev.pc \
-		$(DESTDIR)$(MANDIR)/man1/visdev.1 $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(DOCS))) \
+		$(DESTDIR)$(MANDIR)/man1/visdev.1 $(COMMANDS:%=$(DESTDIR)$(MANDIR)/man1/visdev-%.1) \
+		$(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(DOCS))) \
 		$(DESTDIR)$(BASHCOMPDIR)/visdev $(DESTDIR)$(ZSHCOMPDIR)/_visdev \
 		$(DESTDIR)$(FISHCOMPDIR)/visdev.fish
 	-rmdir $(DESTDIR)$(DOCDIR) 2>/dev/null

@@ -1,9 +1,12 @@
 /*
- * main.c - the command table.
+ * main.c - the command table, help and the version.
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "commands.h"
@@ -98,6 +101,36 @@ static int unknown_command(const char *name)
 }
 
 /* visdev help [COMMAND]: the usage, or the command's own help. */
+/* Whether man finds the page (`man -w PAGE`, quietly). */
+static int page_installed(const char *page)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		dup2(null, STDOUT_FILENO);
+		dup2(null, STDERR_FILENO);
+		execlp("man", "man", "-w", page, (char *)NULL);
+		_exit(127);
+	}
+	return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+	       WEXITSTATUS(status) == 0;
+}
+
+/* visdev help COMMAND: its page, where man has it; returns only when it does not. */
+static void open_page(const char *command)
+{
+	char page[64];
+
+	snprintf(page, sizeof(page), "visdev-%s", command);
+	if (!page_installed(page))
+		return;
+	fflush(stdout);
+	execlp("man", "man", page, (char *)NULL);
+}
+
 static int help(int argc, char **argv, int i)
 {
 	static char help_flag[] = "--help";
@@ -112,6 +145,7 @@ static int help(int argc, char **argv, int i)
 	c = find_command(argv[i + 1]);
 	if (!c)
 		return unknown_command(argv[i + 1]);
+	open_page(c->name);
 	argv[i] = argv[i + 1];
 	argv[i + 1] = help_flag;
 	return run_command(c, i + 2, argv, i);

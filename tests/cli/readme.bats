@@ -53,6 +53,29 @@ readme_output() {
 	[[ "$output" != *PATH* ]]
 }
 
+@test "a manual page per command, installed; visdev help COMMAND opens it where man has it, else prints --help" {
+	run make -s -C "$REPO" install PREFIX="$BATS_TEST_TMPDIR/prefix" BUILD="$(dirname "$VISDEV")"
+	assert_status 0
+	for c in list map pick run leases queue doctor top; do
+		[ -f "$BATS_TEST_TMPDIR/prefix/share/man/man1/visdev-$c.1" ]
+		# each option of its table is on its page
+		for o in $("$VISDEV" $c --list-options | grep '^--' | sed 's/=$//'); do
+			grep -qF -- "${o//-/\\-}" "$BATS_TEST_TMPDIR/prefix/share/man/man1/visdev-$c.1" ||
+				{ echo "visdev-$c(1) lacks $o"; return 1; }
+		done
+	done
+	run env MANPATH="$BATS_TEST_TMPDIR/prefix/share/man" MANPAGER=cat MANWIDTH=80 "$VISDEV" help queue
+	assert_status 0
+	[[ "${lines[0]}" == "VISDEV-QUEUE(1)"*"User Commands"* ]]
+	assert_output_has "visdev-queue - run many jobs over the GPUs as they free, resumably"
+	# no man on PATH: the command's --help
+	mkdir nobin
+	ln -s "$VISDEV" nobin/visdev
+	run env PATH="$BATS_TEST_TMPDIR/nobin" visdev help queue
+	assert_status 0
+	[[ "${lines[0]}" == "usage: visdev queue"* ]]
+}
+
 @test "make demo says where the program is and how to put it on PATH" {
 	run make -s -C "$REPO" demo BUILD="$(dirname "$VISDEV")"
 	assert_status 0
