@@ -62,17 +62,19 @@ MANPAGES := $(COMMANDS:%=$(BUILD)/man/visdev-%.1)
 DOCS := $(wildcard docs/*.md)
 # a real Slurm on this host: they start it when root, and say they skip otherwise
 SLURM_TESTS := $(wildcard tests/slurm/*.bats)
+# the Debian packages, installed and purged (root only): plain builds, so not under sanitizers
+DEB_TESTS := $(if $(SANITIZE),,$(wildcard tests/deb/*.bats))
 
 STATIC_LIB := $(BUILD)/libvisdev.a
 SHARED_LIB := $(BUILD)/libvisdev.so.0
 PROGRAM := $(BUILD)/visdev
 
 CHECK_DEPS := gcc make perl python3 libjansson-dev libncurses-dev libcmocka-dev bats jq tmux fish \
-	slurm-wlm munge groff-base man-db \
+	slurm-wlm munge groff-base man-db debhelper dh-python dpkg-dev lintian \
 	python3-dev python3-pytest python3-setuptools python3-wheel python3-venv
 DEMO_DEPS := gcc make libjansson-dev libncurses-dev
 
-.PHONY: all demo check test deps-check deps-demo install uninstall man-check python python-test fuzz bench format \
+.PHONY: all demo check test deps-check deps-demo install uninstall man-check deb python python-test fuzz bench format \
 	format-check clean
 .DELETE_ON_ERROR:
 
@@ -209,7 +211,7 @@ python-test: python $(PROGRAM) $(MOCKS)
 test: all man-check $(UNIT_BIN) $(MOCKS) $(SHIMS) $(BUILD)/tests/gpu/check $(PYTEST)
 	VISDEV=$(abspath $(PROGRAM)) MOCK_NVML_DIR=$(abspath $(MOCK_DIR)) SHIM_DIR=$(abspath $(SHIM_DIR)) \
 	CMOCKA_MESSAGE_OUTPUT=TAP LC_ALL=C \
-	prove --exec '' $(UNIT_BIN) $(CLI_TESTS) $(SLURM_TESTS)
+	prove --exec '' $(UNIT_BIN) $(CLI_TESTS) $(SLURM_TESTS) $(DEB_TESTS)
 
 FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,build-fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_LIB_SRC := $(LIB_SRC) build-fuzz/gen/demo_json.c
@@ -277,6 +279,16 @@ install: all $(BUILD)/visdev.pc
 		if ! { manpath 2>/dev/null || echo "$$MANPATH"; } | tr : '\n' | grep -qx "$(MANDIR)"; then \
 		echo "# man does not look in $(MANDIR): export MANPATH=$(MANDIR):\$$MANPATH"; fi; \
 	fi
+
+# The Debian packages, built by debhelper (debian/) from a copy of the tracked
+# tree in $(BUILD)/deb/, where they land: visdev, libvisdev0, libvisdev-dev,
+# python3-visdev.
+deb:
+	rm -rf $(BUILD)/deb && mkdir -p $(BUILD)/deb/visdev-$(VERSION)
+	git ls-files -z | xargs -0 cp --parents -t $(BUILD)/deb/visdev-$(VERSION)
+	cd $(BUILD)/deb/visdev-$(VERSION) && dpkg-buildpackage -us -uc -b >../build.log 2>&1 || \
+		{ tail -40 ../build.log; exit 1; }
+	@ls $(BUILD)/deb/*.deb
 
 # Removes exactly what install put in place (and the documentation's folder, once empty).
 uninstall:
