@@ -24,6 +24,14 @@ int cli_parse_amount(double *out, const char *arg, double min, double max)
 	return 0;
 }
 
+int cli_parse_seconds(double *out, const char *option, const char *arg, double min, double max)
+{
+	if (cli_parse_amount(out, arg, min, max) == 0)
+		return 0;
+	cli_error("%s takes seconds, a number from %g to %g, not '%s'", option, min, max, arg);
+	return -1;
+}
+
 int cli_parse_idle(double *minutes, const char *arg)
 {
 	if (cli_parse_amount(minutes, arg, 0, CLI_IDLE_MAX) == 0)

@@ -337,6 +337,9 @@ int cli_parse_idle(double *minutes, const char *arg);
 /* A number from min to max, fractions allowed (digits first: no sign, no "nan"): 0, or -1. */
 int cli_parse_amount(double *out, const char *arg, double min, double max);
 
+/* Reads OPTION SECONDS, from min to max: 0, or -1 after saying what is wrong. */
+int cli_parse_seconds(double *out, const char *option, const char *arg, double min, double max);
+
 /* A span of s seconds in a few characters: "42s", "17m", "3h05m", "2d04h"; "?" below 0. */
 void cli_format_span(char *buf, size_t n, int64_t s);
 

@@ -569,15 +569,6 @@ static int print_text(struct view *v)
 	return rc;
 }
 
-/* Reads --watch SECONDS into *out: 0, or -1 after saying what is wrong. */
-static int parse_watch(double *out, const char *arg)
-{
-	if (cli_parse_amount(out, arg, 0.1, 86400) == 0)
-		return 0;
-	cli_error("--watch takes seconds, a number from 0.1 to 86400, not '%s'", arg);
-	return -1;
-}
-
 int cmd_list(int argc, char **argv)
 {
 	struct cli_globals g = { 0 };
@@ -594,7 +585,7 @@ int cmd_list(int argc, char **argv)
 			color = optarg;
 		else if (opt == 'i' && cli_parse_idle(&v.idle, optarg))
 			return EXIT_USAGE;
-		else if (opt == 'w' && parse_watch(&watch, optarg))
+		else if (opt == 'w' && cli_parse_seconds(&watch, "--watch", optarg, 0.1, 86400))
 			return EXIT_USAGE;
 		else if (opt == 'F' + 256 && !strcmp(optarg, "prometheus"))
 			prometheus = 1;

@@ -287,15 +287,6 @@ static int run_screen(struct looks *k, struct top_state *st, int color)
 	return EXIT_OK;
 }
 
-/* Reads --interval SECONDS: 0, or -1 after saying what is wrong. */
-static int parse_interval(double *out, const char *arg)
-{
-	if (cli_parse_amount(out, arg, 0.5, 60) == 0)
-		return 0;
-	cli_error("--interval takes seconds, a number from 0.5 to 60, not '%s'", arg);
-	return -1;
-}
-
 int cmd_top(int argc, char **argv)
 {
 	struct cli_globals g = { 0 };
@@ -307,7 +298,7 @@ int cmd_top(int argc, char **argv)
 	int opt, rc, color;
 
 	while ((opt = cli_getopt(argc, argv, "h", options)) != -1) {
-		if (opt == 'i' && parse_interval(&interval, optarg))
+		if (opt == 'i' && cli_parse_seconds(&interval, "--interval", optarg, 0.5, 60))
 			return EXIT_USAGE;
 		else if (opt == 'I' && cli_parse_idle(&k.idle, optarg))
 			return EXIT_USAGE;

@@ -3,9 +3,7 @@
 # started by tests/slurm/cluster on this host with four fake GPUs. Needs root
 # (make check says so, and skips these, otherwise).
 
-bats_require_minimum_version 1.5.0
-export LC_ALL=C
-VISDEV=${VISDEV:-$BATS_TEST_DIRNAME/../../build/visdev}
+load ../cli/helper
 
 setup_file() {
 	[ "$(id -u)" -eq 0 ] || skip "needs root to start Slurm's daemons"
@@ -28,15 +26,8 @@ teardown() {
 	return 0
 }
 
-assert_status() {
-	if [ "$status" -ne "$1" ]; then
-		printf 'expected exit %s, got %s; output:\n%s\n' "$1" "$status" "$output" >&2
-		return 1
-	fi
-}
-
-# Waits up to $2 s (default 60) for a command to succeed.
-wait_for() {
+# Waits up to $2 s (default 60) for a shell condition to hold: Slurm is slower than a lease.
+wait_long() {
 	local cmd=$1
 	for _ in $(seq $((${2:-60} * 5))); do
 		eval "$cmd" 2>/dev/null && return 0
@@ -92,10 +83,10 @@ JOB
 	done >jobs.txt
 	run "$VISDEV" queue --slurm --detach jobs.txt
 	assert_status 0
-	wait_for '[ "$(sort -n ran | tr "\n" " ")" = "0 1 2 3 4 5 " ]'
+	wait_long '[ "$(sort -n ran | tr "\n" " ")" = "0 1 2 3 4 5 " ]'
 	array=$(jq -r '.arrays[0].id' jobs.txt.slurm/queue.json)
 	scancel "${array}_2" "${array}_4"
-	wait_for '[ "$("$VISDEV" queue --status jobs.txt.slurm --json | jq .active)" = false ]'
+	wait_long '[ "$("$VISDEV" queue --status jobs.txt.slurm --json | jq .active)" = false ]'
 	[ "$("$VISDEV" queue --status jobs.txt.slurm --json | jq -c '[.jobs[] | select(.state != "done") | .job]')" = '[2,4]' ]
 	# the jobs as they are now: the two sleepers made quick (the file changed, hence --force)
 	sed -i 's/; sleep 300//' jobs.txt
@@ -122,10 +113,10 @@ JOB
 	# --cancel
 	printf 'sleep 300\nsleep 300\n' >long.txt
 	"$VISDEV" queue --slurm --detach long.txt
-	wait_for '[ "$("$VISDEV" queue --status long.txt.slurm --json | jq .counts.running)" -eq 2 ]'
+	wait_long '[ "$("$VISDEV" queue --status long.txt.slurm --json | jq .counts.running)" -eq 2 ]'
 	run "$VISDEV" queue --cancel long.txt.slurm
 	assert_status 0
-	wait_for '[ "$("$VISDEV" queue --status long.txt.slurm --json | jq .active)" = false ]'
+	wait_long '[ "$("$VISDEV" queue --status long.txt.slurm --json | jq .active)" = false ]'
 	[ "$(squeue -h | wc -l)" -eq 0 ]
 	# the test cluster's MaxArraySize is 1001: 1,005 jobs are two arrays, said on stderr
 	seq 1005 | sed 's/^/true # /' >many.txt
