@@ -74,7 +74,7 @@ CHECK_DEPS := gcc make perl python3 libjansson-dev libncurses-dev libcmocka-dev 
 	python3-dev python3-pytest python3-setuptools python3-wheel python3-venv
 DEMO_DEPS := gcc make libjansson-dev libncurses-dev
 
-.PHONY: all demo check test deps-check deps-demo install uninstall man-check deb python python-test fuzz bench format \
+.PHONY: all demo check test test-build deps-check deps-demo install uninstall man-check deb python python-test fuzz bench format \
 	format-check clean
 .DELETE_ON_ERROR:
 
@@ -208,22 +208,35 @@ python-test: python $(PROGRAM) $(MOCKS)
 	VISDEV_BUILD=$(abspath $(BUILD)) $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
 
 # Every test under prove: cmocka speaks TAP when asked, bats by default.
-test: all man-check $(UNIT_BIN) $(MOCKS) $(SHIMS) $(BUILD)/tests/gpu/check $(PYTEST)
+# What the tests need built; `make -j2 test-build` first builds it in parallel (CI does).
+TEST_BUILD := all man-check $(UNIT_BIN) $(MOCKS) $(SHIMS) $(BUILD)/tests/gpu/check
+test-build: $(TEST_BUILD)
+
+test: $(TEST_BUILD) $(PYTEST)
 	VISDEV=$(abspath $(PROGRAM)) MOCK_NVML_DIR=$(abspath $(MOCK_DIR)) SHIM_DIR=$(abspath $(SHIM_DIR)) \
 	CMOCKA_MESSAGE_OUTPUT=TAP LC_ALL=C \
 	prove --exec '' $(UNIT_BIN) $(CLI_TESTS) $(SLURM_TESTS) $(DEB_TESTS)
 
 FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,build-fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
-FUZZ_LIB_SRC := $(LIB_SRC) build-fuzz/gen/demo_json.c
+# The library is compiled once for all targets, instrumented for the fuzzer (not linked with it).
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc/lib -Itests/unit -g -O1 -fno-sanitize-recover=all
+FUZZ_OBJ := $(LIB_SRC:src/lib/%.c=build-fuzz/obj/%.o) build-fuzz/obj/demo_json.o
 
 build-fuzz/gen/demo_json.c: $(BUILD)/gen/demo_json.c
 	@mkdir -p $(@D)
 	cp $< $@
 
-build-fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRC) include/visdev.h src/lib/internal.h tests/unit/devices.h
+build-fuzz/obj/%.o: src/lib/%.c include/visdev.h src/lib/internal.h
 	@mkdir -p $(@D)
-	clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc/lib -Itests/unit -g -O1 \
-		-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o $@ $< $(FUZZ_LIB_SRC) $(LIBS)
+	clang $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link,address,undefined -c -o $@ $<
+
+build-fuzz/obj/demo_json.o: build-fuzz/gen/demo_json.c
+	@mkdir -p $(@D)
+	clang $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link,address,undefined -c -o $@ $<
+
+build-fuzz/%: tests/fuzz/%.c $(FUZZ_OBJ) include/visdev.h src/lib/internal.h tests/unit/devices.h
+	@mkdir -p $(@D)
+	clang $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_OBJ) $(LIBS)
 
 fuzz: $(FUZZ_TARGETS)
 	@for t in $(FUZZ_TARGETS); do \
