@@ -15,17 +15,19 @@ setup() {
 
 teardown() {
 	tmux -L "$SESSION" kill-server 2>/dev/null || true
+	# a queue first, which stops its jobs' whole groups; then each lease's job, group and all
+	# (a job's process left behind would hold the test's output open until it ends)
+	[ -z "${BG:-}" ] || { kill "$BG" 2>/dev/null; wait "$BG" 2>/dev/null; }
 	for pid in $("$VISDEV" --fixture "$FIXTURES/four.json" leases --json 2>/dev/null | jq -r '.leases[].pid'); do
-		kill "$pid" 2>/dev/null
+		kill -- -"$pid" 2>/dev/null || kill "$pid" 2>/dev/null
 	done
-	[ -z "${BG:-}" ] || kill "$BG" 2>/dev/null
 	return 0
 }
 
 # Starts `visdev ARGS... top $TOP_ARGS` in a terminal of $W x $H (default 120 x 40); its exit status goes to ./rc.
 start_top() {
 	tmux -L "$SESSION" -f /dev/null new-session -d -s main -x "${W:-120}" -y "${H:-40}" \
-		"env PATH=$PATH TERM=xterm ${TOP_ENV:-} VISDEV_LEASE_DIR=$VISDEV_LEASE_DIR XDG_STATE_HOME=$XDG_STATE_HOME $VISDEV $* top ${TOP_ARGS:-}; echo \$? > $PWD/rc; sleep 60"
+		"env PATH=$PATH TERM=xterm ${TOP_ENV:-} VISDEV_LEASE_DIR=$VISDEV_LEASE_DIR XDG_STATE_HOME=$XDG_STATE_HOME $VISDEV $* top ${TOP_ARGS:-}; echo \$? > $PWD/rc"
 }
 
 screen() { tmux -L "$SESSION" capture-pane -p -t main; }
@@ -117,7 +119,7 @@ keys() { tmux -L "$SESSION" send-keys -t main "$@"; }
 	tmux -L "$SESSION" capture-pane -e -p -t main | grep -q $'\e\\[[0-9;]*3[0-7]m'
 	keys q
 	wait_for test -s rc
-	tmux -L "$SESSION" kill-server
+	tmux -L "$SESSION" kill-server 2>/dev/null || true
 	rm rc
 	TOP_ENV=NO_COLOR=1 start_top --fixture "$FIXTURES/four.json"
 	wait_for shows "  3 NVIDIA A100"
