@@ -19,7 +19,8 @@ INCLUDEDIR ?= $(PREFIX)/include
 MANDIR ?= $(PREFIX)/share/man
 DOCDIR ?= $(PREFIX)/share/doc/visdev
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
-ZSHCOMPDIR ?= $(PREFIX)/share/zsh/vendor-completions
+# zsh looks in vendor-completions for a distribution's (/usr), in site-functions elsewhere
+ZSHCOMPDIR ?= $(if $(filter /usr,$(PREFIX)),$(PREFIX)/share/zsh/vendor-completions,$(PREFIX)/share/zsh/site-functions)
 FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 DESTDIR ?=
@@ -76,7 +77,7 @@ CHECK_DEPS := gcc make perl python3 libjansson-dev libncurses-dev libcmocka-dev 
 	python3-dev python3-pytest python3-setuptools python3-wheel python3-venv
 DEMO_DEPS := gcc make libjansson-dev libncurses-dev
 
-.PHONY: all demo check test test-build deps-check deps-demo install uninstall man-check deb python python-test fuzz bench format \
+.PHONY: FORCE all demo check test test-build deps-check deps-demo install uninstall man-check deb python python-test fuzz bench format \
 	format-check clean
 .DELETE_ON_ERROR:
 
@@ -269,7 +270,8 @@ bench: all $(BUILD)/bench/startup $(BUILD)/bench/lease-contention $(BUILD)/bench
 	if [ "$$(id -u)" -eq 0 ]; then bench/slurm-submit $(PROGRAM) 1000; \
 	else echo "slurm-submit: skipped, it needs root to start the test Slurm"; fi
 
-$(BUILD)/visdev.pc: src/lib/visdev.pc.in include/visdev.h
+# made at each install: it names PREFIX and LIBDIR, which each install may change
+$(BUILD)/visdev.pc: src/lib/visdev.pc.in include/visdev.h FORCE
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
 

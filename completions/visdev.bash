@@ -2,6 +2,8 @@
 # (`visdev __complete`), which reads each command's own option table.
 _visdev() {
 	local cur=${COMP_WORDS[COMP_CWORD]} cands
+	# "--policy=" split by bash: the '=' is no part of the value
+	[[ $cur == = ]] && cur=
 	cands=$("${COMP_WORDS[0]}" __complete "$COMP_CWORD" "${COMP_WORDS[@]}" 2>/dev/null) || return
 	case $cands in
 	@files)

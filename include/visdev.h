@@ -862,7 +862,11 @@ struct vd_slurm_queue {
 	size_t nargs;
 	struct vd_slurm_array *arrays;
 	size_t narrays;
+	int cancelled; /* --cancel was asked: nothing is submitted again but by --resume */
 };
+
+/* How many arrays recorded for q hold job: the times it was submitted. */
+VD_API size_t vd_slurm_submissions(const struct vd_slurm_queue *q, size_t job);
 
 /*
  * Reads queue.json's text, or DIR/queue.json. Errors: VD_EPARSE (not one

@@ -1586,12 +1586,26 @@ static int run_slurm(struct queue_options *o)
 		.json = o->g.json,
 		.force = o->force,
 	};
+	static const char *const refused[] = { "-M", "--clusters", "--cluster", "-a", "--array" };
 	const char **args = calloc(o->nargs + 7, sizeof(*args));
 	char *passed[3] = { NULL, NULL, NULL };
 	struct vd_jobs *jobs = NULL;
 	size_t n = 0;
 	int rc, bad = !args;
 
+	/* what the follower could not follow: another cluster, another array */
+	for (size_t i = 0; i < o->nargs; i++)
+		for (size_t k = 0; k < sizeof(refused) / sizeof(refused[0]); k++)
+			if (!strncmp(o->sbatch_args[i], refused[k], strlen(refused[k])) &&
+			    (!o->sbatch_args[i][strlen(refused[k])] ||
+			     o->sbatch_args[i][strlen(refused[k])] == '=' ||
+			     refused[k][1] != '-')) {
+				free(args);
+				return cli_usage("queue",
+						 "--sbatch-arg %s: visdev makes the array itself, "
+						 "on the cluster squeue answers for",
+						 o->sbatch_args[i]);
+			}
 	/* --partition P, --time T, --account A: sbatch's own, as --name=value */
 	if (o->partition)
 		bad |= asprintf(&passed[0], "--partition=%s", o->partition) < 0;

@@ -133,32 +133,51 @@ int cli_complete(int argc, char **argv, const char *const *commands, size_t ncom
 	argc -= 2;
 	cur = cword < argc ? argv[cword] : "";
 	prev = argv[cword - 1];
-	/* "--fixture=FILE" split by the shell at '=' (bash): the option is before the '=' */
-	if (!strcmp(prev, "=") && cword >= 2)
+	/* "--policy=V" split by bash at '=': "--policy" "=" "V", or "=" itself being completed */
+	if (!strcmp(cur, "=")) {
+		cur = "";
+		prev = argv[cword - 1];
+	} else if (!strcmp(prev, "=") && cword >= 2) {
 		prev = argv[cword - 2];
-	/* the global options, then the command */
+	}
+	/* the global options, then the command ("--fixture F" or "--fixture" "=" "F") */
 	for (i = 1; i < cword && i < argc; i++) {
-		if (!strcmp(argv[i], "--demo"))
+		const char **value = !strcmp(argv[i], "--fixture")  ? &g.backend.fixture :
+				     !strcmp(argv[i], "--nvml-lib") ? &g.backend.nvml_lib :
+								      NULL;
+
+		if (!strcmp(argv[i], "--demo")) {
 			g.backend.demo = 1;
-		else if (!strcmp(argv[i], "--fixture") && i + 1 < argc)
-			g.backend.fixture = argv[++i];
-		else if (!strcmp(argv[i], "--nvml-lib") && i + 1 < argc)
-			g.backend.nvml_lib = argv[++i];
-		else if (argv[i][0] != '-') {
+		} else if (value) {
+			i += i + 1 < argc && !strcmp(argv[i + 1], "=");
+			if (i + 1 < argc)
+				*value = argv[++i];
+		} else if (argv[i][0] != '-') {
 			command = argv[i];
 			break;
 		}
 	}
-	/* after "--" in run: the job's command line, the shell's to complete */
-	for (int k = i + 1; command && k < cword && k < argc; k++)
-		if (!strcmp(argv[k], "--")) {
-			printf(k + 1 == cword ? "@commands\n" : "@files\n");
-			return EXIT_OK;
-		}
-	/* the command's options (the global ones when there is none yet), from its table */
 	read_options(command ? command : "list", options, sizeof(options));
+	/* run's command line: after "--", or from its first word that is no option or value */
+	for (int k = i + 1; command && !strcmp(command, "run") && k < cword && k < argc; k++) {
+		int ends = !strcmp(argv[k], "--");
+
+		if (!ends && argv[k][0] == '-') {
+			k += takes_value(options, argv[k]) && !strchr(argv[k], '=');
+			continue;
+		}
+		/* the job's program is argv[k] (after "--", the next word); then its arguments */
+		printf(cword == k + ends ? "@commands\n" : "@files\n");
+		return EXIT_OK;
+	}
+	/* a value for the option before (the global ones' when there is no command yet) */
 	if (prev[0] == '-' && takes_value(options, prev)) {
 		values_of(command, prev, &g);
+		return EXIT_OK;
+	}
+	/* run's first word that is no option: the program */
+	if (command && !strcmp(command, "run") && cur[0] != '-') {
+		printf("@commands\n");
 		return EXIT_OK;
 	}
 	if (!command && cur[0] != '-') {

@@ -13,6 +13,7 @@
  *   DIR/journal/N       job N's starts and ends (the local queue's format)
  *   DIR/out/N.out, .err job N's output; DIR/out/slurm-A_I.log, visdev's own
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -58,6 +59,8 @@ struct sweep {
 	struct vd_journal **journals; /* per job; NULL where none */
 	struct job *jobs;
 	size_t count[JOB_STATES];
+	size_t njobs;	  /* of jobs and journals: queue.json's count when read */
+	size_t unknown;	  /* tasks squeue lists under the sweep's name in no recorded array */
 	int slurm_failed; /* squeue could not be asked */
 	char job_name[96];
 };
@@ -139,6 +142,9 @@ static int capture(char **out, char **err, const char *const *argv)
 	if (pid == 0) {
 		dup2(po[1], STDOUT_FILENO);
 		dup2(pe[1], STDERR_FILENO);
+		/* Ctrl-C is the follower's to detach on: an sbatch it reached could leave an
+		   array Slurm took and the sweep never recorded */
+		signal(SIGINT, SIG_IGN);
 		execvp(copy[0], copy);
 		_exit(127);
 	}
@@ -211,6 +217,10 @@ static void job_name(char *buf, size_t n, const struct vd_slurm_queue *q)
 		h *= 0x100000001b3ULL;
 	}
 	snprintf(buf, n, "visdev-%08llx-%.40s", (unsigned long long)(h & 0xffffffffu), q->name);
+	/* squeue --name= and scancel --name= split on commas: letters, digits, . _ - only */
+	for (char *c = buf; *c; c++)
+		if (!isalnum((unsigned char)*c) && *c != '.' && *c != '_' && *c != '-')
+			*c = '_';
 }
 
 static void file_in(char *buf, size_t n, const char *dir, const char *name)
@@ -236,27 +246,29 @@ static int write_batch(const char *dir)
 	char self[PATH_MAX], path[PATH_MAX + 32];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	FILE *f;
+	int fd;
 
 	if (n <= 0)
 		return -1;
 	self[n] = '\0';
 	file_in(path, sizeof(path), dir, "batch.sh");
-	f = fopen(path, "we");
-	if (!f)
+	/* a new file, never through a link someone planted: the state folder is fresh */
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0755);
+	f = fd < 0 ? NULL : fdopen(fd, "w");
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
 		return -1;
+	}
 	fputs("#!/bin/sh\n"
 	      "# Written by visdev queue --slurm: each array task runs its job of the sweep\n"
-	      "# in this folder. VISDEV_TASK_OFFSET is the job number of index 0.\n"
+	      "# in this folder. $1, given by sbatch, is the job number of index 0.\n"
 	      "exec ",
 	      f);
 	sh_quote(f, self);
-	fputs(" queue --task \"$((${VISDEV_TASK_OFFSET:-0} + SLURM_ARRAY_TASK_ID))\" ", f);
+	fputs(" queue --task \"$((${1:-0} + SLURM_ARRAY_TASK_ID))\" ", f);
 	sh_quote(f, dir);
 	fputc('\n', f);
-	if (fchmod(fileno(f), 0755) < 0) {
-		fclose(f);
-		return -1;
-	}
 	return fclose(f) ? -1 : 0;
 }
 
@@ -272,6 +284,7 @@ static int sweep_read(struct sweep *s, const char *dir, int ask_slurm)
 	if (err)
 		return cli_library_error(err);
 	snprintf(s->job_name, sizeof(s->job_name), "%s", s->q->job_name);
+	s->njobs = s->q->njobs;
 	s->journals = calloc(s->q->njobs + 1, sizeof(*s->journals));
 	s->jobs = calloc(s->q->njobs + 1, sizeof(*s->jobs));
 	if (!s->journals || !s->jobs) {
@@ -288,9 +301,12 @@ static int sweep_read(struct sweep *s, const char *dir, int ask_slurm)
 		snprintf(name_opt, sizeof(name_opt), "--name=%s", s->job_name);
 		rc = capture(&out, &errs, argv);
 		if (rc != 0) {
+			static int said; /* a follower asks again and again: once is enough */
+
 			s->slurm_failed = 1;
-			cli_error("squeue %s: %s", rc < 0 ? "could not be run" : "failed",
-				  errs ? last_line(errs) : "");
+			if (!said++)
+				cli_error("squeue %s: %s", rc < 0 ? "could not be run" : "failed",
+					  errs ? last_line(errs) : "");
 		} else if (vd_slurm_tasks_parse(&tasks, &ntasks, out)) {
 			s->slurm_failed = 1;
 		}
@@ -318,17 +334,22 @@ static int sweep_read(struct sweep *s, const char *dir, int ask_slurm)
 		}
 	}
 	for (size_t t = 0; t < ntasks; t++) {
+		int known = 0;
+
 		for (size_t a = 0; a < s->q->narrays; a++) {
 			const struct vd_slurm_array *x = &s->q->arrays[a];
 			size_t job = x->offset + tasks[t].task;
 
 			if (!x->id || strcmp(x->id, tasks[t].array) || job >= s->q->njobs)
 				continue;
+			known = 1;
 			s->jobs[job].state =
 				!strcmp(tasks[t].state, "R") || !strcmp(tasks[t].state, "CG") ?
 					JOB_RUNNING :
 					JOB_QUEUED;
 		}
+		/* an array Slurm took that the sweep could not record: it is still Slurm's */
+		s->unknown += !known;
 	}
 	free(tasks);
 	for (size_t i = 0; i < s->q->njobs; i++)
@@ -338,7 +359,7 @@ static int sweep_read(struct sweep *s, const char *dir, int ask_slurm)
 
 static void sweep_release(struct sweep *s)
 {
-	for (size_t i = 0; s->q && s->journals && i < s->q->njobs; i++)
+	for (size_t i = 0; s->journals && i < s->njobs; i++)
 		vd_journal_free(s->journals[i]);
 	free(s->journals);
 	free(s->jobs);
@@ -380,8 +401,7 @@ static int submit(struct vd_slurm_queue *q, const size_t *jobs, size_t n, long m
 {
 	struct vd_slurm_array *arrays = NULL, *all;
 	size_t narrays = 0, limit = 0, first = q->narrays;
-	char name[96], offset_env[64], array_opt[64], gres[32], out_opt[PATH_MAX + 32],
-		batch[PATH_MAX];
+	char name[96], offset[32], gres[32], out_opt[PATH_MAX + 32], batch[PATH_MAX];
 	int rc = max_array(&limit);
 
 	if (rc)
@@ -412,7 +432,7 @@ static int submit(struct vd_slurm_queue *q, const size_t *jobs, size_t n, long m
 	for (size_t a = first; a < q->narrays; a++) {
 		struct vd_slurm_array *x = &q->arrays[a];
 		const char **argv = calloc(q->nargs + 16, sizeof(*argv));
-		char job_name_opt[128], *out = NULL, *errs = NULL;
+		char job_name_opt[128], *out = NULL, *errs = NULL, *array_opt = NULL;
 		size_t k = 0;
 		int st;
 
@@ -420,39 +440,31 @@ static int submit(struct vd_slurm_queue *q, const size_t *jobs, size_t n, long m
 			cli_error("out of memory");
 			return EXIT_FAIL;
 		}
-		if (max_parallel > 0)
-			snprintf(array_opt, sizeof(array_opt), "--array=%s%%%ld", x->indices,
-				 max_parallel);
-		snprintf(offset_env, sizeof(offset_env), "--export=ALL,VISDEV_TASK_OFFSET=%zu",
-			 x->offset);
+		snprintf(offset, sizeof(offset), "%zu", x->offset);
 		snprintf(job_name_opt, sizeof(job_name_opt), "--job-name=%s", name);
+		/* the whole index list, however long, and %K */
+		if ((max_parallel > 0 ?
+			     asprintf(&array_opt, "--array=%s%%%ld", x->indices, max_parallel) :
+			     asprintf(&array_opt, "--array=%s", x->indices)) < 0) {
+			free(argv);
+			cli_error("out of memory");
+			return EXIT_FAIL;
+		}
 		argv[k++] = "sbatch";
+		/* the user's options first: where one names the same as visdev's, sbatch takes
+		   the last, visdev's, which the sweep depends on */
+		for (size_t i = 0; i < q->nargs; i++)
+			argv[k++] = q->sbatch_args[i];
 		argv[k++] = "--parsable";
 		argv[k++] = job_name_opt;
-		argv[k++] = offset_env;
 		argv[k++] = out_opt;
 		if (q->gpus)
 			argv[k++] = gres;
-		for (size_t i = 0; i < q->nargs; i++)
-			argv[k++] = q->sbatch_args[i];
-		/* --array built apart: an index list may be long */
-		{
-			char *opt = NULL;
-
-			if (max_parallel > 0)
-				opt = strdup(array_opt);
-			else if (asprintf(&opt, "--array=%s", x->indices) < 0)
-				opt = NULL;
-			if (!opt) {
-				free(argv);
-				cli_error("out of memory");
-				return EXIT_FAIL;
-			}
-			argv[k++] = opt;
-			argv[k++] = batch;
-			st = capture(&out, &errs, argv);
-			free(opt);
-		}
+		argv[k++] = array_opt;
+		argv[k++] = batch;
+		argv[k++] = offset; /* batch.sh's $1 */
+		st = capture(&out, &errs, argv);
+		free(array_opt);
 		free(argv);
 		if (st != 0) {
 			cli_error("sbatch failed: %s", st < 0 ? strerror(errno) : last_line(errs));
@@ -532,14 +544,19 @@ static void progress_text(char *buf, size_t n, const struct sweep *s)
 	}
 }
 
-/* The jobs to submit again for --retries: failed or lost, with runs left. */
+/*
+ * The jobs to submit again for --retries: failed or lost, submitted no more
+ * than retries times yet (counted in the arrays recorded, not in starts: a
+ * task that fails before its start is recorded still counts), and none once
+ * the sweep was cancelled.
+ */
 static size_t retry_list(size_t *out, const struct sweep *s, long retries)
 {
 	size_t n = 0;
 
-	for (size_t i = 0; i < s->q->njobs; i++)
+	for (size_t i = 0; !s->q->cancelled && i < s->q->njobs; i++)
 		if ((s->jobs[i].state == JOB_FAILED || s->jobs[i].state == JOB_LOST) &&
-		    (long)s->jobs[i].starts <= retries)
+		    (long)vd_slurm_submissions(s->q, i) <= retries)
 			out[n++] = i;
 	return n;
 }
@@ -614,7 +631,8 @@ static int follow(const char *dir, const struct slurm_options *o)
 			sweep_release(&s);
 			continue;
 		}
-		if (!s.slurm_failed && !s.count[JOB_RUNNING] && !s.count[JOB_QUEUED]) {
+		if (!s.slurm_failed && !s.count[JOB_RUNNING] && !s.count[JOB_QUEUED] &&
+		    !s.unknown) {
 			if (tty)
 				fputs("\r\033[K", stderr);
 			if (o->json)
@@ -633,7 +651,8 @@ static int follow(const char *dir, const struct slurm_options *o)
 			last_drawn = now_s();
 		}
 		sweep_release(&s);
-		nanosleep(&(struct timespec){ 0, 250000000 }, NULL);
+		/* twice a second: the summary soon after the last end, squeue not pressed */
+		nanosleep(&(struct timespec){ 0, 500000000 }, NULL);
 	}
 	free(again);
 	return rc;
@@ -650,6 +669,19 @@ int slurm_is_dir(const char *dir)
 	return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && access(path, F_OK) == 0;
 }
 
+/*
+ * Whether path is a folder of this user's that nobody else may write to:
+ * the state folder's files are run (batch.sh) and written (out/) as the user.
+ */
+static int own_folder(const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st) < 0)
+		return 0;
+	return S_ISDIR(st.st_mode) && st.st_uid == geteuid() && !(st.st_mode & 022);
+}
+
 /* Makes the state directory and its folders; its absolute path into abs. */
 static int make_dir(char *abs, const char *dir)
 {
@@ -659,14 +691,18 @@ static int make_dir(char *abs, const char *dir)
 		cli_error("cannot make the state folder '%s': %s", dir, strerror(errno));
 		return EXIT_FAIL;
 	}
-	if (!realpath(dir, abs)) {
-		cli_error("'%s': %s", dir, strerror(errno));
+	if (!own_folder(dir) || !realpath(dir, abs)) {
+		cli_error("the state folder '%s' must be a folder of yours that nobody else can "
+			  "write to (or a new one)",
+			  dir);
 		return EXIT_FAIL;
 	}
 	for (const char *const *f = (const char *const[]){ "journal", "out", NULL }; *f; f++) {
 		file_in(sub, sizeof(sub), abs, *f);
-		if (mkdir(sub, 0755) < 0 && errno != EEXIST) {
-			cli_error("cannot make '%s': %s", sub, strerror(errno));
+		if ((mkdir(sub, 0755) < 0 && errno != EEXIST) || !own_folder(sub)) {
+			cli_error("cannot make '%s' a folder of yours: %s", sub,
+				  errno == EEXIST ? "it is someone else's, or not a folder" :
+						    strerror(errno));
 			return EXIT_FAIL;
 		}
 	}
@@ -709,9 +745,10 @@ int slurm_submit(const struct slurm_options *o, const struct vd_jobs *jobs)
 			cli_error("job %zu holds a line end: a Slurm job is one line", i);
 			goto out;
 		}
-	if (make_dir(abs, dir) || write_batch(abs)) {
-		if (!errno)
-			cli_error("cannot write '%s/batch.sh'", abs);
+	if (make_dir(abs, dir))
+		goto out;
+	if (write_batch(abs)) {
+		cli_error("cannot write '%s/batch.sh': %s", abs, strerror(errno));
 		goto out;
 	}
 	q.dir = abs;
@@ -764,7 +801,7 @@ int slurm_resume(const struct slurm_options *o, const char *dir)
 		sweep_release(&s);
 		return rc;
 	}
-	if (s.slurm_failed || s.count[JOB_RUNNING] || s.count[JOB_QUEUED]) {
+	if (s.slurm_failed || s.count[JOB_RUNNING] || s.count[JOB_QUEUED] || s.unknown) {
 		cli_error(s.slurm_failed ?
 				  "cannot tell whether Slurm still runs jobs of '%s'" :
 				  "Slurm still holds jobs of '%s': follow them with 'visdev queue "
@@ -809,9 +846,11 @@ int slurm_resume(const struct slurm_options *o, const char *dir)
 		free(text);
 	}
 	todo = calloc(s.q->njobs + 1, sizeof(*todo));
+	/* jobs past the count read (a job file that grew, with --force) never ran */
 	for (size_t i = 0; todo && i < s.q->njobs; i++)
-		if (i >= s.q->njobs || s.jobs[i].state != JOB_DONE)
+		if (i >= s.njobs || s.jobs[i].state != JOB_DONE)
 			todo[n++] = i;
+	s.q->cancelled = 0;
 	if (!todo) {
 		cli_error("out of memory");
 		rc = EXIT_FAIL;
@@ -902,6 +941,10 @@ int slurm_cancel(const char *dir)
 		return missing("scancel");
 	}
 	snprintf(name_opt, sizeof(name_opt), "--name=%s", s.job_name);
+	/* recorded first: a follower elsewhere then submits nothing again */
+	s.q->cancelled = 1;
+	if (vd_slurm_queue_write(s.q))
+		cli_error("%s", vd_error_last());
 	rc = capture(&out, &errs, argv);
 	if (rc != 0)
 		cli_error("scancel failed: %s", rc < 0 ? strerror(errno) : last_line(errs));
@@ -964,8 +1007,8 @@ int slurm_task(const char *id, const char *dir)
 	}
 	snprintf(out_path, sizeof(out_path), "%s/out/%lu.out", dir, job);
 	snprintf(err_path, sizeof(err_path), "%s/out/%lu.err", dir, job);
-	out_fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	err_fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	out_fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	err_fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	snprintf(index, sizeof(index), "%lu", job);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);

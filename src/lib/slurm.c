@@ -165,6 +165,39 @@ int vd_slurm_tasks_parse(struct vd_slurm_task **out, size_t *n, const char *text
 
 /* ---- queue.json: the sweep as handed to Slurm --------------------------------------- */
 
+/* Whether an index list ("3,7,19-21") counted from offset holds job. */
+static int indices_hold(const char *list, size_t offset, size_t job)
+{
+	if (job < offset)
+		return 0;
+	job -= offset;
+	for (const char *p = list; *p;) {
+		char *end;
+		unsigned long long a = strtoull(p, &end, 10), b = a;
+
+		if (end == p)
+			return 0;
+		if (*end == '-')
+			b = strtoull(end + 1, &end, 10);
+		if (job >= a && job <= b)
+			return 1;
+		p = *end == ',' ? end + 1 : end;
+		if (*end && *end != ',')
+			return 0;
+	}
+	return 0;
+}
+
+size_t vd_slurm_submissions(const struct vd_slurm_queue *q, size_t job)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < q->narrays; i++)
+		n += q->arrays[i].id &&
+		     indices_hold(q->arrays[i].indices, q->arrays[i].offset, job);
+	return n;
+}
+
 void vd_slurm_queue_free(struct vd_slurm_queue *q)
 {
 	if (!q)
@@ -235,6 +268,7 @@ int vd_slurm_queue_parse(struct vd_slurm_queue **out, const char *text, size_t l
 	    json_integer_value(json_object_get(root, "gpus")) > 64)
 		goto bad;
 	q->gpus = (unsigned)json_integer_value(json_object_get(root, "gpus"));
+	q->cancelled = json_is_true(json_object_get(root, "cancelled"));
 	q->digest = strtoull(digest, NULL, 16);
 	q->name = strdup(name);
 	q->job_name = strdup(job_name);
@@ -349,6 +383,7 @@ int vd_slurm_queue_write(const struct vd_slurm_queue *q)
 	json_object_set_new(root, "source", q->source ? json_string(q->source) : json_null());
 	json_object_set_new(root, "digest", json_string(digest));
 	json_object_set_new(root, "gpus", json_integer(q->gpus));
+	json_object_set_new(root, "cancelled", json_boolean(q->cancelled));
 	json_object_set_new(root, "sbatch", args);
 	json_object_set_new(root, "arrays", arrays);
 	json_object_set_new(root, "jobs", jobs);

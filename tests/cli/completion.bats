@@ -78,6 +78,6 @@ fish_complete() {
 	run make -s -C "$BATS_TEST_DIRNAME/../.." install PREFIX="$BATS_TEST_TMPDIR/prefix" BUILD="$(dirname "$VISDEV")"
 	assert_status 0
 	cmp "$COMPLETIONS/visdev.bash" prefix/share/bash-completion/completions/visdev
-	cmp "$COMPLETIONS/_visdev" prefix/share/zsh/vendor-completions/_visdev
+	cmp "$COMPLETIONS/_visdev" prefix/share/zsh/site-functions/_visdev
 	cmp "$COMPLETIONS/visdev.fish" prefix/share/fish/vendor_completions.d/visdev.fish
 }

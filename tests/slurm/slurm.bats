@@ -144,6 +144,45 @@ JOB
 	"$VISDEV" queue --cancel long.txt.slurm
 }
 
+@test "resume with --max-parallel over a long list of jobs, and of a job file that grew" {
+	# the odd jobs fail the first time
+	for i in $(seq 0 39); do
+		echo "echo $i >>$PWD/ran; [ \$(($i % 2)) = 0 ] || [ -e $PWD/again ]"
+	done >jobs.txt
+	run "$VISDEV" queue --slurm --max-parallel 4 jobs.txt
+	assert_status 1
+	[[ "$output" == *"40 jobs: 20 done, 20 failed"* ]]
+	touch again
+	: >ran
+	run "$VISDEV" queue --resume --max-parallel 2 jobs.txt.slurm
+	assert_status 0
+	# the whole list went to sbatch, %2 and all
+	[ "$(jq -r '.arrays[1].indices' jobs.txt.slurm/queue.json)" = "$(seq 1 2 39 | paste -sd,)" ]
+	[ "$(sort -n ran | paste -sd,)" = "$(seq 1 2 39 | paste -sd,)" ]
+	# two more jobs: with --force they run, and only they
+	echo "echo 40 >>$PWD/ran" >>jobs.txt
+	echo "echo 41 >>$PWD/ran" >>jobs.txt
+	: >ran
+	run "$VISDEV" queue --resume --force jobs.txt.slurm
+	assert_status 0
+	[ "$(sort -n ran | paste -sd,)" = 40,41 ]
+	[[ "$output" == *"42 jobs: 42 done"* ]]
+}
+
+@test "a state folder others can write to is refused; --sbatch-arg may not choose the cluster or the array" {
+	echo true >jobs.txt
+	mkdir -m 777 open
+	chmod 777 open
+	run "$VISDEV" queue --slurm --state open jobs.txt
+	assert_status 1
+	[[ "$output" == *"the state folder 'open' must be a folder of yours that nobody else can write to"* ]]
+	run "$VISDEV" queue --slurm --sbatch-arg=-M --sbatch-arg=other jobs.txt
+	assert_status 2
+	[[ "$output" == *"--sbatch-arg -M: visdev makes the array itself, on the cluster squeue answers for"* ]]
+	run "$VISDEV" queue --slurm --sbatch-arg=--array=0-3 jobs.txt
+	assert_status 2
+}
+
 @test "sbatch missing from PATH: a clear error, nothing written" {
 	echo true >jobs.txt
 	run env PATH=/nonexistent "$VISDEV" queue --slurm jobs.txt

@@ -132,6 +132,7 @@ static void test_queue_file(void **state)
 	assert_string_equal(r->sbatch_args[0], "--qos=low");
 	assert_int_equal(r->narrays, 1);
 	assert_string_equal(r->arrays[0].id, "77");
+	assert_false(r->cancelled);
 	assert_string_equal(r->arrays[0].indices, "0-1");
 	vd_slurm_queue_free(r);
 	snprintf(path, sizeof(path), "%s/queue.json", dir);
@@ -162,13 +163,33 @@ static void test_queue_file(void **state)
 	}
 }
 
+/* How many times a job was submitted: the recorded arrays whose list holds it. */
+static void test_submissions(void **state)
+{
+	struct vd_slurm_array arrays[] = {
+		{ .id = "1", .offset = 0, .indices = "0-9" },
+		{ .id = "2", .offset = 0, .indices = "3,7,8-9" },
+		{ .id = NULL, .offset = 0, .indices = "3" }, /* refused by sbatch: no submission */
+		{ .id = "4", .offset = 1001, .indices = "0,5" },
+	};
+	struct vd_slurm_queue q = { .arrays = arrays, .narrays = 4 };
+
+	(void)state;
+	assert_int_equal(vd_slurm_submissions(&q, 0), 1);
+	assert_int_equal(vd_slurm_submissions(&q, 3), 2);
+	assert_int_equal(vd_slurm_submissions(&q, 9), 2);
+	assert_int_equal(vd_slurm_submissions(&q, 10), 0);
+	assert_int_equal(vd_slurm_submissions(&q, 1001), 1);
+	assert_int_equal(vd_slurm_submissions(&q, 1006), 1);
+	assert_int_equal(vd_slurm_submissions(&q, 1002), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_indices),
-		cmocka_unit_test(test_split),
-		cmocka_unit_test(test_slurm_text),
-		cmocka_unit_test(test_queue_file),
+		cmocka_unit_test(test_indices),	    cmocka_unit_test(test_split),
+		cmocka_unit_test(test_slurm_text),  cmocka_unit_test(test_queue_file),
+		cmocka_unit_test(test_submissions),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
