@@ -518,6 +518,12 @@ static int take(struct vd_lease **out, struct vd_system **sys, struct vd_choice 
 		enum vd_order order;
 		const char *value;
 
+		/* a Ctrl-C that came before a wait (while the driver was asked, or between tries
+		   of a busy lock) interrupts no wait: it is seen here */
+		if (PyErr_CheckSignals()) {
+			err = -1;
+			break;
+		}
 		vd_resolution_free(parent);
 		parent = NULL;
 		vd_system_free(*sys);
