@@ -959,3 +959,11 @@ void cli_print_colored(int on, const char *sgr, int width, const char *s)
 	if (on && sgr)
 		fputs("\033[0m", stdout);
 }
+
+double cli_now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + t.tv_nsec / 1e9;
+}

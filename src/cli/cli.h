@@ -371,4 +371,7 @@ void cli_print_audit(const struct vd_audit *a, const struct vd_system *sys,
  */
 int cli_complete(int argc, char **argv, const char *const *commands, size_t ncommands);
 
+/* Seconds on the monotonic clock: for intervals, never for dates. */
+double cli_now(void);
+
 #endif

@@ -165,14 +165,6 @@ static struct vd_queue_counts counts(const struct queue *q)
 	return c;
 }
 
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
-
 static int parse_grace(double *out, const char *arg)
 {
 	char *end;
@@ -816,7 +808,7 @@ static int start_job(struct queue *q, size_t i, struct vd_lease *lease)
 	r->job = i;
 	r->pid = pid;
 	r->lease = lease;
-	r->start = now_s();
+	r->start = cli_now();
 	cli_devices_text(r->gpus, sizeof(r->gpus), q->sys, devs, ndevs);
 	if (!ndevs)
 		snprintf(r->gpus, sizeof(r->gpus), "-");
@@ -848,7 +840,7 @@ static int refresh(struct queue *q, int force)
 {
 	int err;
 
-	if (q->sys && !force && now_s() - q->sys_at < SNAPSHOT_MAX_AGE_S)
+	if (q->sys && !force && cli_now() - q->sys_at < SNAPSHOT_MAX_AGE_S)
 		return 0;
 	vd_resolution_free(q->parent);
 	q->parent = NULL;
@@ -857,7 +849,7 @@ static int refresh(struct queue *q, int force)
 	err = vd_backend_snapshot(&q->sys, q->backend);
 	if (err)
 		return cli_library_error(err);
-	q->sys_at = now_s();
+	q->sys_at = cli_now();
 	return cli_resolve_env(&q->parent, q->sys, 0);
 }
 
@@ -889,7 +881,7 @@ static void start_jobs(struct queue *q)
 		} else {
 			if (q->waiting && !q->turn)
 				return;
-			if (q->full && !q->turn && now_s() - q->full_at < 1.0)
+			if (q->full && !q->turn && cli_now() - q->full_at < 1.0)
 				return;
 			q->turn = 0;
 			if (refresh(q, q->waiting)) {
@@ -904,7 +896,7 @@ static void start_jobs(struct queue *q)
 			unsigned want = q->o->sel.opts.n ? q->o->sel.opts.n : 1;
 
 			q->full = choice->nfitting < 2 * (size_t)want;
-			q->full_at = now_s();
+			q->full_at = cli_now();
 		}
 		if (err == 0) {
 			q->waiting = 0;
@@ -970,7 +962,7 @@ static void end_job(struct queue *q, size_t slot, int status)
 		read_output(q, r, k);
 	if (vd_journal_end(q->journal, r->job, code))
 		journal_lost(q, r->job);
-	vd_queue_ended(q->state, r->job, code, now_s() - r->start);
+	vd_queue_ended(q->state, r->job, code, cli_now() - r->start);
 	if (passable(q, r)) {
 		q->spare[q->nspare++] = r->lease;
 	} else {
@@ -1048,7 +1040,7 @@ static void stop(struct queue *q, int sig)
 	q->stopping = 1;
 	q->stop_signal = sig;
 	vd_queue_stop(q->state);
-	q->kill_at = now_s() + q->o->grace;
+	q->kill_at = cli_now() + q->o->grace;
 	vd_waiter_free(q->waiter); /* out of the line */
 	q->waiter = NULL;
 	q->waiting = q->turn = 0;
@@ -1083,11 +1075,11 @@ static void draw_progress(struct queue *q)
 		return;
 	/* what the line reports is on disk first */
 	vd_journal_sync(q->journal);
-	q->synced_at = now_s();
+	q->synced_at = cli_now();
 	if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 20)
 		width = ws.ws_col;
 	if (finished && c.to_run > finished) {
-		double rate = finished / (now_s() - q->t0);
+		double rate = finished / (cli_now() - q->t0);
 
 		format_duration(eta, sizeof(eta), (c.to_run - finished) / rate);
 	}
@@ -1105,7 +1097,7 @@ static void draw_progress(struct queue *q)
 	fprintf(stderr, "\r\033[K%s", line);
 	fflush(stderr);
 	q->progress_shown = 1;
-	q->drawn_at = now_s();
+	q->drawn_at = cli_now();
 }
 
 /* How long poll() may sleep: until the next redraw, retry, sync or SIGKILL. */
@@ -1123,7 +1115,7 @@ static double next_look(const struct queue *q)
 
 static int poll_timeout(const struct queue *q)
 {
-	double now = now_s(), until = -1;
+	double now = cli_now(), until = -1;
 
 	if (q->progress)
 		until = q->drawn_at + PROGRESS_EVERY_S;
@@ -1199,15 +1191,15 @@ static void loop(struct queue *q)
 		if (first_out == 2 && fds[1].revents && q->waiter &&
 		    vd_waiter_wait(q->waiter, 0) == 1)
 			q->turn = 1;
-		if (q->waiting && !q->turn && now_s() >= next_look(q))
+		if (q->waiting && !q->turn && cli_now() >= next_look(q))
 			q->turn = 1;
-		if (q->stopping && (q->nrun || q->nended) && now_s() >= q->kill_at)
+		if (q->stopping && (q->nrun || q->nended) && cli_now() >= q->kill_at)
 			signal_jobs(q, SIGKILL);
-		if (now_s() >= q->synced_at + SYNC_EVERY_S) {
+		if (cli_now() >= q->synced_at + SYNC_EVERY_S) {
 			vd_journal_sync(q->journal);
-			q->synced_at = now_s();
+			q->synced_at = cli_now();
 		}
-		if (now_s() >= q->drawn_at + PROGRESS_EVERY_S)
+		if (cli_now() >= q->drawn_at + PROGRESS_EVERY_S)
 			draw_progress(q);
 	}
 	free(fds);
@@ -1525,7 +1517,7 @@ static int run_queue(struct queue_options *o)
 		goto out;
 	}
 	q.progress = !o->quiet && isatty(STDERR_FILENO);
-	q.t0 = q.synced_at = now_s();
+	q.t0 = q.synced_at = cli_now();
 	if (!q.jobs->n)
 		cli_error("note: no jobs in '%s' (one shell command a line; blank lines and # "
 			  "comments are skipped)",
@@ -1538,7 +1530,7 @@ static int run_queue(struct queue_options *o)
 	c = counts(&q);
 	if (o->g.json)
 		rc = print_json(q.state, q.jobs->n, (const char *const *)q.jobs->commands,
-				q.jobs->lines, o->state, q.stopping, now_s() - q.t0) ?
+				q.jobs->lines, o->state, q.stopping, cli_now() - q.t0) ?
 			     EXIT_FAIL :
 			     EXIT_OK;
 	else if (q.jobs->n)

@@ -520,14 +520,6 @@ static double parse_wait(const char *arg)
 	return v;
 }
 
-static double now_seconds(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
-
 /* How long a run without --wait tries while the allocation lock is held by another. */
 #define BUSY_PATIENCE_S 2
 
@@ -559,10 +551,10 @@ static void place_text(char *buf, size_t n, const struct vd_waiter *w, const str
 static int sleep_in_line(struct vd_waiter *w, const struct vd_system *sys, int ms, double deadline,
 			 double start, unsigned want, int status)
 {
-	double until = now_seconds() + ms / 1000.0;
+	double until = cli_now() + ms / 1000.0;
 
 	for (;;) {
-		double now = now_seconds(), end = until;
+		double now = cli_now(), end = until;
 		char where[400];
 		int r;
 
@@ -594,7 +586,7 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys,
 {
 	struct vd_choice *choice = NULL;
 	struct vd_backend *backend = NULL;
-	double start = now_seconds(), deadline = wait >= 0 ? start + wait : 0;
+	double start = cli_now(), deadline = wait >= 0 ? start + wait : 0;
 	int rc, err, said = 0, said_busy = 0, settle_ms = 0;
 	int status = !quiet && isatty(STDERR_FILENO);
 	unsigned want = sel->opts.n ? sel->opts.n : 1;
@@ -638,7 +630,7 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys,
 			goto wait;
 		if (err == VD_EBUSY) {
 			/* without --wait, a held allocation lock is waited on for a moment only */
-			if (now_seconds() >= start + BUSY_PATIENCE_S) {
+			if (cli_now() >= start + BUSY_PATIENCE_S) {
 				cli_error("%s; giving up after %d s (to wait for it, use --wait)",
 					  vd_error_last(), BUSY_PATIENCE_S);
 				rc = EXIT_NONE;
@@ -657,7 +649,7 @@ static int lease_gpus(struct vd_lease **lease, struct vd_system **sys,
 			rc = cli_library_error(err);
 			break;
 		}
-		if (!waiter || choice->never || (wait >= 0 && now_seconds() >= deadline)) {
+		if (!waiter || choice->never || (wait >= 0 && cli_now() >= deadline)) {
 			cli_error("%s%s", vd_error_last(),
 				  choice->never ? ", and never will on this machine" :
 				  waiter	? " (waited long enough)" :
@@ -723,7 +715,7 @@ wait:
 
 		d = vd_lease_devices(*lease, &nd);
 		cli_devices_text(got, sizeof(got), *sys, d, nd);
-		cli_error("got %s after %.1f s in line", got, now_seconds() - start);
+		cli_error("got %s after %.1f s in line", got, cli_now() - start);
 	}
 	vd_choice_free(choice);
 	vd_backend_free(backend);

@@ -224,14 +224,6 @@ static int key_of(int ch)
 	}
 }
 
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
-
 /* The screen until q: a look every interval, a key or a resize drawn at once. */
 static int run_screen(struct looks *k, struct top_state *st, int color)
 {
@@ -244,9 +236,9 @@ static int run_screen(struct looks *k, struct top_state *st, int color)
 		int ch;
 		double wait;
 
-		if (now_s() >= next) {
+		if (cli_now() >= next) {
 			look(k);
-			next = now_s() + st->interval;
+			next = cli_now() + st->interval;
 			dirty = 1;
 		}
 		if (dirty) {
@@ -268,7 +260,7 @@ static int run_screen(struct looks *k, struct top_state *st, int color)
 			top_screen_release(&screen);
 			dirty = 0;
 		}
-		wait = next - now_s();
+		wait = next - cli_now();
 		timeout(wait <= 0 ? 0 : (int)(wait * 1000) + 1);
 		ch = getch();
 		if (ch == ERR)
@@ -281,7 +273,7 @@ static int run_screen(struct looks *k, struct top_state *st, int color)
 			dirty = top_key(st, key_of(ch), k->sys ? k->sys->ngpus : 0);
 			/* a new interval starts from now */
 			if (st->interval != before)
-				next = now_s() + st->interval;
+				next = cli_now() + st->interval;
 		}
 	}
 	return EXIT_OK;

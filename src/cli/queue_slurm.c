@@ -507,14 +507,6 @@ static void on_interrupt(int sig)
 	interrupted = 1;
 }
 
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
-
 /* "done 12/40, running 4, queued 24, failed 0, lost 0". */
 static void progress_text(char *buf, size_t n, const struct sweep *s)
 {
@@ -644,11 +636,11 @@ static int follow(const char *dir, const struct slurm_options *o)
 			sweep_release(&s);
 			break;
 		}
-		if (tty && now_s() - last_drawn > 0.5) {
+		if (tty && cli_now() - last_drawn > 0.5) {
 			progress_text(line, sizeof(line), &s);
 			fprintf(stderr, "\r\033[K[slurm] %s", line);
 			fflush(stderr);
-			last_drawn = now_s();
+			last_drawn = cli_now();
 		}
 		sweep_release(&s);
 		/* twice a second: the summary soon after the last end, squeue not pressed */
