@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,20 +42,85 @@ int cli_parse_idle(double *minutes, const char *arg)
 	return -1;
 }
 
-struct vd_audit *cli_audit(const struct vd_system *sys, const struct vd_leases *leases,
-			   double idle_minutes)
+/* Adds a line to a note of n bytes (lines apart by '\n'), cut when it is full. */
+static void note_add(char *note, size_t n, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void note_add(char *note, size_t n, const char *fmt, ...)
+{
+	size_t len = strlen(note);
+	va_list ap;
+
+	if (len && len + 1 < n)
+		note[len++] = '\n';
+	va_start(ap, fmt);
+	vsnprintf(note + len, n - len, fmt, ap);
+	va_end(ap);
+}
+
+/* The audit, its warnings added to note; the processes read kept in *procs when asked. */
+static struct vd_audit *audit_noted(const struct vd_system *sys, const struct vd_leases *leases,
+				    double idle_minutes, struct vd_procs **procs, char *note,
+				    size_t n)
 {
 	struct vd_audit *a = NULL;
 	char *warning = NULL;
 
 	if (!sys || !leases)
 		return NULL;
-	if (vd_audit_now(&a, NULL, sys, leases, (int64_t)(idle_minutes * 60 + 0.5), &warning))
-		cli_error("the audit of the leases failed: %s", vd_error_last());
+	if (vd_audit_now(&a, procs, sys, leases, (int64_t)(idle_minutes * 60 + 0.5), &warning))
+		note_add(note, n, "the audit of the leases failed: %s", vd_error_last());
 	if (warning)
-		cli_error("%s", warning);
+		note_add(note, n, "%s", warning);
 	free(warning);
 	return a;
+}
+
+struct vd_audit *cli_audit(const struct vd_system *sys, const struct vd_leases *leases,
+			   double idle_minutes)
+{
+	char note[1024] = "";
+	struct vd_audit *a = audit_noted(sys, leases, idle_minutes, NULL, note, sizeof(note));
+
+	cli_print_note(note);
+	return a;
+}
+
+void cli_look_around(struct cli_look *l, const struct vd_system *sys, double idle_minutes,
+		     char *note, size_t n)
+{
+	memset(l, 0, sizeof(*l));
+	note[0] = '\0';
+	if (vd_leases_read(&l->leases, cli_lease_dir(), sys)) {
+		note_add(note, n, "leases unknown: %s", vd_error_last());
+		return;
+	}
+	l->audit = audit_noted(sys, l->leases, idle_minutes, &l->procs, note, n);
+	if (vd_line_read(&l->line, cli_lease_dir())) {
+		note_add(note, n, "the line of waiting requests is unknown: %s", vd_error_last());
+		return;
+	}
+	/* what the line holds shows as held, and only in the states: after the audit */
+	if (vd_line_plan(l->line, sys, l->leases) || vd_line_holds(l->leases, l->line, sys))
+		note_add(note, n, "what the waiting requests hold is unknown: %s", vd_error_last());
+}
+
+void cli_look_release(struct cli_look *l)
+{
+	vd_procs_free(l->procs);
+	vd_audit_free(l->audit);
+	vd_line_free(l->line);
+	vd_leases_free(l->leases);
+	memset(l, 0, sizeof(*l));
+}
+
+void cli_print_note(const char *note)
+{
+	for (const char *p = note; *p;) {
+		size_t len = strcspn(p, "\n");
+
+		cli_error("%.*s", (int)len, p);
+		p += len + (p[len] == '\n');
+	}
 }
 
 void cli_format_span(char *buf, size_t n, int64_t s)

@@ -351,6 +351,30 @@ void cli_format_span(char *buf, size_t n, int64_t s);
 struct vd_audit *cli_audit(const struct vd_system *sys, const struct vd_leases *leases,
 			   double idle_minutes);
 
+/*
+ * What list and top show beside the GPUs of sys, one look: the leases, the
+ * audit of them (and the processes it read), and the line planned on them
+ * with its holds added to the leases. Free with cli_look_release().
+ */
+struct cli_look {
+	struct vd_leases *leases; /* NULL when they could not be read */
+	struct vd_audit *audit;
+	struct vd_procs *procs;
+	struct vd_line *line;
+};
+
+/*
+ * Takes that look; what it could not have is said in note (n bytes, one
+ * line each; "" when nothing), for the caller to print (cli_print_note) or
+ * show.
+ */
+void cli_look_around(struct cli_look *l, const struct vd_system *sys, double idle_minutes,
+		     char *note, size_t n);
+void cli_look_release(struct cli_look *l);
+
+/* A note's lines on standard error, as cli_error writes them. */
+void cli_print_note(const char *note);
+
 /* What the audit says of lease i in a word or two: "active", "idle 42m", "squatted", "?". */
 void cli_lease_use(char *buf, size_t n, const struct vd_audit *a, size_t i);
 

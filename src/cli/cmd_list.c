@@ -62,11 +62,9 @@ static const struct option options[] = {
 struct view {
 	struct vd_system *sys;
 	struct vd_resolution *res;
-	struct vd_leases *leases;
-	struct vd_line *line;
-	struct vd_audit *audit;
-	int w;	   /* the NAME column */
-	int color; /* colour the states */
+	struct cli_look around; /* the leases, their audit, the line */
+	int w;			/* the NAME column */
+	int color;		/* colour the states */
 	int only_free;
 	double idle; /* --idle, minutes */
 };
@@ -137,14 +135,14 @@ static json_t *json_leases(const struct view *v, const char *uuid)
 {
 	json_t *a = json_array();
 
-	for (size_t i = 0; v->leases && i < v->leases->n; i++) {
+	for (size_t i = 0; v->around.leases && i < v->around.leases->n; i++) {
 		json_t *o;
 
-		if (v->leases->holders[i].mode == VD_LEASE_HELD ||
-		    strcmp(v->leases->holders[i].uuid, uuid))
+		if (v->around.leases->holders[i].mode == VD_LEASE_HELD ||
+		    strcmp(v->around.leases->holders[i].uuid, uuid))
 			continue;
-		o = cli_json_lease(&v->leases->holders[i]);
-		json_object_set_new(o, "audit", cli_json_lease_audit(v->audit, i));
+		o = cli_json_lease(&v->around.leases->holders[i]);
+		json_object_set_new(o, "audit", cli_json_lease_audit(v->around.audit, i));
 		json_array_append_new(a, o);
 	}
 	return a;
@@ -175,13 +173,14 @@ static json_t *json_gpu(const struct view *v, size_t i)
 	const struct vd_gpu *g = &v->sys->gpus[i];
 	unsigned f = g->fields;
 	int cuda = vd_resolution_cuda(v->res, (struct vd_device_ref){ (unsigned)i, -1 });
-	struct state s = device_state(v->sys, v->leases, (struct vd_device_ref){ (unsigned)i, -1 });
+	struct state s =
+		device_state(v->sys, v->around.leases, (struct vd_device_ref){ (unsigned)i, -1 });
 	int only_free = v->only_free;
 	json_t *o = json_object(), *mig = json_array();
 
 	for (size_t m = 0; m < g->nmig; m++) {
 		struct vd_device_ref d = { (unsigned)i, (int)m };
-		struct state ms = device_state(v->sys, v->leases, d);
+		struct state ms = device_state(v->sys, v->around.leases, d);
 
 		if (!only_free || state_free(&ms))
 			json_array_append_new(mig, json_mig(v, d, &ms));
@@ -251,9 +250,9 @@ static int print_json(const struct view *v, int compact)
 	json_object_set_new(root, "cuda_visible_devices", cvd ? cli_json_str(cvd) : json_null());
 	json_object_set_new(root, "order", json_string(vd_order_name(v->res->order)));
 	json_object_set_new(root, "warnings", cli_json_warnings(v->res, 1));
-	json_object_set_new(root, "line", cli_json_line(v->line, sys));
+	json_object_set_new(root, "line", cli_json_line(v->around.line, sys));
 	json_object_set_new(root, "idle_minutes", json_real(v->idle));
-	json_object_set_new(root, "audit", cli_json_audit(v->audit, sys, v->leases));
+	json_object_set_new(root, "audit", cli_json_audit(v->around.audit, sys, v->around.leases));
 	rc = v->only_free && !json_array_size(gpus) ? EXIT_NONE : EXIT_OK;
 	if (!compact)
 		return cli_print_json(root) ? EXIT_FAIL : rc;
@@ -328,11 +327,12 @@ static void print_processes(const struct vd_gpu *g)
  */
 static void print_leases(const struct view *v, const char *uuid, const struct state *s)
 {
-	const struct vd_leases *leases = v->leases;
+	const struct vd_leases *leases = v->around.leases;
 
 	for (size_t i = 0; leases && i < leases->n; i++) {
 		const struct vd_lease_holder *h = &leases->holders[i];
-		const struct vd_lease_audit *la = v->audit ? &v->audit->leases[i] : NULL;
+		const struct vd_lease_audit *la =
+			v->around.audit ? &v->around.audit->leases[i] : NULL;
 		char since[32], use[32];
 
 		if (strcmp(h->uuid, uuid) || h->mode == VD_LEASE_HELD)
@@ -344,7 +344,7 @@ static void print_leases(const struct view *v, const char *uuid, const struct st
 		else
 			print_under("leased by %s (pid %d, %s) since %s", h->user, (int)h->pid,
 				    h->command, since);
-		cli_lease_use(use, sizeof(use), v->audit, i);
+		cli_lease_use(use, sizeof(use), v->around.audit, i);
 		if (la && (la->use == VD_USE_QUIET || la->use == VD_USE_IDLE) && la->quiet_s >= 0)
 			print_under("%s: nothing of its job at work on it at any look since", use);
 	}
@@ -382,7 +382,7 @@ static void print_gpu(const struct view *t, size_t i)
 {
 	const struct vd_gpu *g = &t->sys->gpus[i];
 	struct vd_device_ref ref = { (unsigned)i, -1 };
-	struct state s = device_state(t->sys, t->leases, ref);
+	struct state s = device_state(t->sys, t->around.leases, ref);
 	char index[16], mem[48], util[8], temp[8], power[16], cuda[16], rest[128];
 
 	snprintf(index, sizeof(index), "%u", g->index);
@@ -409,7 +409,7 @@ static void print_gpu(const struct view *t, size_t i)
 	for (size_t m = 0; m < g->nmig; m++) {
 		const struct vd_mig *mi = &g->mig[m];
 		struct vd_device_ref d = { (unsigned)i, (int)m };
-		struct state ms = device_state(t->sys, t->leases, d);
+		struct state ms = device_state(t->sys, t->around.leases, d);
 		char label[96];
 
 		if (t->only_free && !state_free(&ms))
@@ -430,12 +430,14 @@ static void print_gpu(const struct view *t, size_t i)
 static int gpu_shown(const struct view *t, size_t i)
 {
 	const struct vd_gpu *g = &t->sys->gpus[i];
-	struct state s = device_state(t->sys, t->leases, (struct vd_device_ref){ (unsigned)i, -1 });
+	struct state s =
+		device_state(t->sys, t->around.leases, (struct vd_device_ref){ (unsigned)i, -1 });
 
 	if (!t->only_free || state_free(&s))
 		return 1;
 	for (size_t m = 0; m < g->nmig; m++) {
-		s = device_state(t->sys, t->leases, (struct vd_device_ref){ (unsigned)i, (int)m });
+		s = device_state(t->sys, t->around.leases,
+				 (struct vd_device_ref){ (unsigned)i, (int)m });
 		if (state_free(&s))
 			return 1;
 	}
@@ -505,6 +507,7 @@ static void print_mapping(const struct vd_system *sys, const struct vd_resolutio
 static int look(struct view *v, struct vd_backend *b)
 {
 	int err = vd_backend_snapshot(&v->sys, b), rc;
+	char note[1024];
 
 	if (err)
 		return cli_library_error(err);
@@ -512,28 +515,16 @@ static int look(struct view *v, struct vd_backend *b)
 	if (rc)
 		return rc;
 	/* the GPUs are worth listing even when the lease directory cannot be read */
-	if (vd_leases_read(&v->leases, cli_lease_dir(), v->sys)) {
-		cli_error("leases unknown: %s", vd_error_last());
-		return EXIT_OK;
-	}
-	v->audit = cli_audit(v->sys, v->leases, v->idle);
-	v->line = cli_line(v->sys, v->leases);
-	/* what the line holds shows as held, and only in the states */
-	if (v->line && vd_line_holds(v->leases, v->line, v->sys))
-		cli_error("what the waiting requests hold is unknown: %s", vd_error_last());
+	cli_look_around(&v->around, v->sys, v->idle, note, sizeof(note));
+	cli_print_note(note);
 	return EXIT_OK;
 }
 
 static void forget(struct view *v)
 {
-	vd_audit_free(v->audit);
-	vd_line_free(v->line);
-	vd_leases_free(v->leases);
+	cli_look_release(&v->around);
 	vd_resolution_free(v->res);
 	vd_system_free(v->sys);
-	v->audit = NULL;
-	v->line = NULL;
-	v->leases = NULL;
 	v->res = NULL;
 	v->sys = NULL;
 }
@@ -559,8 +550,8 @@ static int print_text(struct view *v)
 	}
 	if (v->only_free)
 		return rc;
-	cli_print_audit(v->audit, v->sys, v->leases);
-	cli_print_line(v->line, v->sys);
+	cli_print_audit(v->around.audit, v->sys, v->around.leases);
+	cli_print_line(v->around.line, v->sys);
 	print_mapping(v->sys, v->res);
 	cli_print_notes(v->res->warnings, v->res->nwarnings);
 	if (vd_env_check(&notes, &nnotes, environ) == 0)
@@ -626,7 +617,7 @@ int cmd_list(int argc, char **argv)
 		if (rc == EXIT_OK && g.json)
 			rc = print_json(&v, watch > 0);
 		else if (rc == EXIT_OK && prometheus)
-			cli_print_prometheus(v.sys, v.leases, v.line, v.audit);
+			cli_print_prometheus(v.sys, v.around.leases, v.around.line, v.around.audit);
 		else if (rc == EXIT_OK)
 			rc = print_text(&v);
 		forget(&v);

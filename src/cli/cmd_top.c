@@ -51,14 +51,11 @@ static const struct option options[] = {
 struct looks {
 	struct vd_backend *backend;
 	struct vd_system *sys;
-	struct vd_leases *leases;
-	struct vd_line *line;
-	struct vd_audit *audit;
-	struct vd_procs *procs;
+	struct cli_look around;	  /* the leases, their audit, the line */
 	struct top_queue *queues; /* the queues whose jobs hold leases */
 	size_t nqueues, capqueues;
 	char error[512]; /* why the last look failed */
-	char note[512];	 /* what this look could not do (the audit's memory) */
+	char note[1024]; /* what this look could not have (the audit's memory, the line) */
 	int64_t taken;
 	double idle;
 };
@@ -67,8 +64,8 @@ struct looks {
 static void read_queues(struct looks *k)
 {
 	k->nqueues = 0;
-	for (size_t i = 0; k->leases && i < k->leases->n; i++) {
-		const struct vd_lease_holder *h = &k->leases->holders[i];
+	for (size_t i = 0; k->around.leases && i < k->around.leases->n; i++) {
+		const struct vd_lease_holder *h = &k->around.leases->holders[i];
 		struct vd_journal *j = NULL;
 		struct top_queue *q;
 		size_t seen = 0;
@@ -96,14 +93,7 @@ static void read_queues(struct looks *k)
 static void forget(struct looks *k)
 {
 	k->nqueues = 0;
-	vd_procs_free(k->procs);
-	vd_audit_free(k->audit);
-	vd_line_free(k->line);
-	vd_leases_free(k->leases);
-	k->procs = NULL;
-	k->audit = NULL;
-	k->line = NULL;
-	k->leases = NULL;
+	cli_look_release(&k->around);
 }
 
 /*
@@ -114,10 +104,9 @@ static void forget(struct looks *k)
 static void look(struct looks *k)
 {
 	struct vd_system *sys = NULL;
-	char *warning = NULL;
 	int err = vd_backend_snapshot(&sys, k->backend);
 
-	k->error[0] = k->note[0] = '\0';
+	k->error[0] = '\0';
 	if (err) {
 		snprintf(k->error, sizeof(k->error), "the GPUs could not be read: %s",
 			 vd_error_last());
@@ -127,21 +116,8 @@ static void look(struct looks *k)
 	vd_system_free(k->sys);
 	k->sys = sys;
 	k->taken = (int64_t)time(NULL);
-	if (vd_leases_read(&k->leases, cli_lease_dir(), sys)) {
-		snprintf(k->note, sizeof(k->note), "leases unknown: %s", vd_error_last());
-		return;
-	}
-	if (vd_audit_now(&k->audit, &k->procs, sys, k->leases, (int64_t)(k->idle * 60 + 0.5),
-			 &warning))
-		snprintf(k->note, sizeof(k->note), "the audit failed: %s", vd_error_last());
-	else if (warning)
-		snprintf(k->note, sizeof(k->note), "%s", warning);
-	free(warning);
+	cli_look_around(&k->around, sys, k->idle, k->note, sizeof(k->note));
 	read_queues(k);
-	if (vd_line_read(&k->line, cli_lease_dir()) == 0 &&
-	    (vd_line_plan(k->line, sys, k->leases) || vd_line_holds(k->leases, k->line, sys)))
-		snprintf(k->note, sizeof(k->note), "what the line holds is unknown: %s",
-			 vd_error_last());
 }
 
 /* Colour pairs, one per style; attributes alone without colour. */
@@ -243,10 +219,10 @@ static int run_screen(struct looks *k, struct top_state *st, int color)
 		}
 		if (dirty) {
 			tl = (struct top_look){ .sys = k->sys,
-						.leases = k->leases,
-						.line = k->line,
-						.audit = k->audit,
-						.procs = k->procs,
+						.leases = k->around.leases,
+						.line = k->around.line,
+						.audit = k->around.audit,
+						.procs = k->around.procs,
 						.error = k->error[0] ? k->error : NULL,
 						.note = k->note[0] ? k->note : NULL,
 						.now = (int64_t)time(NULL),

@@ -568,8 +568,13 @@ static void title(struct builder *b, const struct top_look *look, const struct t
 		cli_format_span(age, sizeof(age), look->taken ? look->now - look->taken : -1);
 		put(b, l, TOP_ALERT, "%s; retrying (what is shown is %s old)", look->error, age);
 	}
-	if (look->note)
-		put(b, line_new(b), TOP_WARN, "%s", look->note);
+	/* a line each: the note may say several things */
+	for (const char *p = look->note; p && *p;) {
+		int len = (int)strcspn(p, "\n");
+
+		put(b, line_new(b), TOP_WARN, "%.*s", len, p);
+		p += len + (p[len] == '\n');
+	}
 }
 
 static void help(struct builder *b, const struct top_state *st)

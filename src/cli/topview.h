@@ -104,7 +104,7 @@ struct top_look {
 	const struct vd_audit *audit;
 	const struct vd_procs *procs;
 	const char *error; /* why the last look failed (what is shown is older); NULL */
-	const char *note;  /* what the look could not do, shown under the title; NULL */
+	const char *note;  /* what the look could not do, a line each, under the title; NULL */
 	int64_t now;	   /* seconds since the epoch, for ages and the clock */
 	int64_t taken;	   /* when this look was taken */
 	double idle;	   /* the audit's threshold, minutes */

@@ -267,6 +267,7 @@ static void test_leases_line_audit(void **state)
 				 .line = &line,
 				 .audit = &audit,
 				 .error = "the GPUs could not be read: Unknown Error",
+				 .note = "leases unknown: no\nthe audit of the leases failed: no",
 				 .now = 1796618400,
 				 .taken = 1796618400 - 5,
 				 .idle = 30 };
@@ -282,6 +283,9 @@ static void test_leases_line_audit(void **state)
 	assert_int_equal(find(&s, "the GPUs could not be read: Unknown Error; retrying (what is "
 				  "shown is 5s old)"),
 			 1);
+	/* the note, a line for each thing it says */
+	assert_int_equal(find(&s, "leases unknown: no"), 2);
+	assert_int_equal(find(&s, "the audit of the leases failed: no"), 3);
 	l = find(&s, "LEASES");
 	assert_true(l > 0);
 	assert_non_null(strstr(s.lines[l + 1].text, "GPU 1"));
