@@ -387,21 +387,16 @@ static int parse_options(struct queue_options *o, int argc, char **argv)
 	return -1;
 }
 
-/* The jobs the options name: the file's lines, or the template over the grid. */
-static int read_jobs(struct vd_jobs **out, const struct queue_options *o)
+int queue_read_job_file(struct vd_jobs **out, const char *file)
 {
 	char *text = NULL;
 	size_t len = 0, cap = 0;
 	FILE *f;
 	int err;
 
-	if (o->templ) {
-		err = vd_jobs_grid(out, o->templ, o->grids, o->ngrids);
-		return err ? cli_library_error(err) : 0;
-	}
-	f = strcmp(o->file, "-") ? fopen(o->file, "re") : stdin;
+	f = strcmp(file, "-") ? fopen(file, "re") : stdin;
 	if (!f) {
-		cli_error("cannot read the job file '%s': %s", o->file, strerror(errno));
+		cli_error("cannot read the job file '%s': %s", file, strerror(errno));
 		return errno == ENOENT ? EXIT_USAGE : EXIT_FAIL;
 	}
 	for (;;) {
@@ -428,16 +423,27 @@ static int read_jobs(struct vd_jobs **out, const struct queue_options *o)
 		fclose(f);
 	if (err) {
 		free(text);
-		cli_error("cannot read the job file '%s'", o->file);
+		cli_error("cannot read the job file '%s'", file);
 		return EXIT_FAIL;
 	}
 	err = vd_jobs_parse(out, text ? text : "", len);
 	free(text);
 	if (err) {
-		cli_error("%s: %s", o->file, vd_error_last());
+		cli_error("%s: %s", file, vd_error_last());
 		return EXIT_USAGE;
 	}
 	return 0;
+}
+
+/* The jobs the options name: the file's lines, or the template over the grid. */
+static int read_jobs(struct vd_jobs **out, const struct queue_options *o)
+{
+	int err;
+
+	if (!o->templ)
+		return queue_read_job_file(out, o->file);
+	err = vd_jobs_grid(out, o->templ, o->grids, o->ngrids);
+	return err ? cli_library_error(err) : 0;
 }
 
 /* Whether the file at path begins as a journal does: one that --force may replace. */

@@ -802,31 +802,19 @@ int slurm_resume(const struct slurm_options *o, const char *dir)
 		sweep_release(&s);
 		return EXIT_FAIL;
 	}
-	/* the job file, changed since, is refused unless --force */
-	if (s.q->source) {
+	/* the job file, changed since, is refused unless --force; gone, the frozen jobs run */
+	if (s.q->source && access(s.q->source, F_OK) == 0) {
 		struct vd_jobs *now = NULL;
-		FILE *f = fopen(s.q->source, "re");
-		char *text = NULL;
-		size_t len = 0, cap = 0;
-		int got;
 
-		while (f && !cli_grow(&text, &cap, len + 65536, 1, 65536) &&
-		       (got = (int)fread(text + len, 1, cap - len, f)) > 0)
-			len += (size_t)got;
-		if (f)
-			fclose(f);
-		if (text && vd_jobs_parse(&now, text, len) == 0 && now->digest != s.q->digest &&
-		    !o->force) {
+		rc = queue_read_job_file(&now, s.q->source);
+		if (!rc && now->digest != s.q->digest && !o->force) {
 			cli_error(
 				"'%s' changed since the sweep was submitted: --force resumes with "
 				"the jobs as they are now, numbered as before",
 				s.q->source);
-			vd_jobs_free(now);
-			free(text);
-			sweep_release(&s);
-			return EXIT_FAIL;
+			rc = EXIT_FAIL;
 		}
-		if (now && now->digest != s.q->digest && o->force) {
+		if (!rc && now->digest != s.q->digest) {
 			vd_strings_free(s.q->commands, s.q->njobs);
 			s.q->commands = now->commands;
 			s.q->njobs = now->n;
@@ -835,7 +823,10 @@ int slurm_resume(const struct slurm_options *o, const char *dir)
 			now->n = 0;
 		}
 		vd_jobs_free(now);
-		free(text);
+		if (rc) {
+			sweep_release(&s);
+			return rc;
+		}
 	}
 	todo = calloc(s.q->njobs + 1, sizeof(*todo));
 	/* jobs past the count read (a job file that grew, with --force) never ran */

@@ -23,6 +23,12 @@ struct slurm_options {
 	int detach, quiet, json, force;
 };
 
+/*
+ * Reads a job file (cmd_queue.c; "-" is standard input): 0, or an exit code
+ * after saying what is wrong (2 for no such file or one that is no job file).
+ */
+int queue_read_job_file(struct vd_jobs **out, const char *file);
+
 /* Submits jobs to Slurm, then follows them unless detached. Returns the exit code. */
 int slurm_submit(const struct slurm_options *o, const struct vd_jobs *jobs);
 

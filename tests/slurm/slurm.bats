@@ -102,6 +102,11 @@ JOB
 	run "$VISDEV" queue --resume jobs.txt.slurm
 	assert_status 0
 	[[ "$output" == *"nothing to resume"* ]]
+	# a job file that is no longer one is said, not passed over
+	printf 'true\0\n' >jobs.txt
+	run "$VISDEV" queue --resume jobs.txt.slurm
+	assert_status 2
+	[[ "$output" == *"jobs.txt: line 1: a NUL byte: this is not a text file"* ]]
 }
 
 @test "a grid on Slurm, --cancel, and a sweep larger than MaxArraySize split into arrays" {
