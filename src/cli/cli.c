@@ -3,12 +3,16 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -966,4 +970,97 @@ double cli_now(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* Reads fd to its end into a growing string (*buf of *len). */
+static int drain(char **buf, size_t *len, size_t *cap, int fd)
+{
+	char chunk[4096];
+	ssize_t n = read(fd, chunk, sizeof(chunk));
+
+	if (n <= 0)
+		return (int)n;
+	/* cli_grow makes room for one more byte past its third argument, doubling */
+	while (*len + (size_t)n + 1 > *cap)
+		if (cli_grow(buf, cap, *cap, 1, 4096))
+			return -1;
+	memcpy(*buf + *len, chunk, (size_t)n);
+	*len += (size_t)n;
+	(*buf)[*len] = '\0';
+	return (int)n;
+}
+
+int cli_capture(char **out, char **err, const char *const *argv)
+{
+	int po[2], pe[2], status;
+	char *bufs[2] = { NULL, NULL }, **copy;
+	size_t lens[2] = { 0, 0 }, caps[2] = { 0, 0 }, n = 0;
+	pid_t pid;
+
+	*out = *err = NULL;
+	/* exec's own copy of the words, which it takes as writable */
+	while (argv[n])
+		n++;
+	copy = calloc(n + 1, sizeof(*copy));
+	for (size_t i = 0; copy && i < n; i++)
+		if (!(copy[i] = strdup(argv[i]))) {
+			vd_strings_free(copy, i);
+			copy = NULL;
+		}
+	if (!copy)
+		return -1;
+	if (pipe2(po, O_CLOEXEC) < 0) {
+		vd_strings_free(copy, n);
+		return -1;
+	}
+	if (pipe2(pe, O_CLOEXEC) < 0) {
+		close(po[0]);
+		close(po[1]);
+		vd_strings_free(copy, n);
+		return -1;
+	}
+	pid = fork();
+	if (pid == 0) {
+		dup2(po[1], STDOUT_FILENO);
+		dup2(pe[1], STDERR_FILENO);
+		/* Ctrl-C is the follower's to detach on: an sbatch it reached could leave an
+		   array Slurm took and the sweep never recorded */
+		signal(SIGINT, SIG_IGN);
+		execvp(copy[0], copy);
+		_exit(127);
+	}
+	vd_strings_free(copy, n);
+	close(po[1]);
+	close(pe[1]);
+	for (int open_fds = pid > 0 ? 2 : 0; open_fds;) {
+		struct pollfd p[2] = { { po[0], POLLIN, 0 }, { pe[0], POLLIN, 0 } };
+
+		open_fds = 0;
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			break;
+		for (int k = 0; k < 2; k++) {
+			if (p[k].fd < 0)
+				continue;
+			if (p[k].revents && drain(&bufs[k], &lens[k], &caps[k], p[k].fd) <= 0) {
+				close(p[k].fd);
+				if (k == 0)
+					po[0] = -1;
+				else
+					pe[0] = -1;
+			}
+		}
+		open_fds = (po[0] >= 0) + (pe[0] >= 0);
+	}
+	if (po[0] >= 0)
+		close(po[0]);
+	if (pe[0] >= 0)
+		close(pe[0]);
+	*out = bufs[0] ? bufs[0] : strdup("");
+	*err = bufs[1] ? bufs[1] : strdup("");
+	if (pid < 0)
+		return -1;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

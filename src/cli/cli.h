@@ -398,4 +398,11 @@ int cli_complete(int argc, char **argv, const char *const *commands, size_t ncom
 /* Seconds on the monotonic clock: for intervals, never for dates. */
 double cli_now(void);
 
+/*
+ * Runs argv (from PATH, or a path) with its output read into *out and *err
+ * (free() them), Ctrl-C ignored by it. Returns its exit status, 128+N for
+ * signal N, or -1 when it could not be started.
+ */
+int cli_capture(char **out, char **err, const char *const *argv);
+
 #endif

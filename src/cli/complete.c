@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -20,29 +19,18 @@
  */
 static void read_options(const char *command, char *buf, size_t n)
 {
-	char self[4096];
-	ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1), got;
-	size_t done = 0;
-	int fds[2];
-	pid_t pid;
+	char self[4096], *out = NULL, *err = NULL;
+	ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	const char *argv[] = { self, command, "--list-options", NULL };
 
 	buf[0] = '\0';
-	if (len <= 0 || pipe(fds) < 0)
+	if (len <= 0)
 		return;
 	self[len] = '\0';
-	pid = fork();
-	if (pid == 0) {
-		dup2(fds[1], STDOUT_FILENO);
-		execl(self, "visdev", command, "--list-options", (char *)NULL);
-		_exit(127);
-	}
-	close(fds[1]);
-	while (pid > 0 && done + 1 < n && (got = read(fds[0], buf + done, n - done - 1)) > 0)
-		done += (size_t)got;
-	buf[done] = '\0';
-	close(fds[0]);
-	if (pid > 0)
-		waitpid(pid, NULL, 0);
+	if (cli_capture(&out, &err, argv) == 0)
+		snprintf(buf, n, "%s", out);
+	free(out);
+	free(err);
 }
 
 /* Whether option takes a value, by the command's own table. */

@@ -1,11 +1,9 @@
 /*
  * main.c - the command table, help and the version.
  */
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -104,19 +102,13 @@ static int unknown_command(const char *name)
 /* Whether man finds the page (`man -w PAGE`, quietly). */
 static int page_installed(const char *page)
 {
-	int status;
-	pid_t pid = fork();
+	const char *argv[] = { "man", "-w", page, NULL };
+	char *out = NULL, *err = NULL;
+	int found = cli_capture(&out, &err, argv) == 0;
 
-	if (pid == 0) {
-		int null = open("/dev/null", O_WRONLY);
-
-		dup2(null, STDOUT_FILENO);
-		dup2(null, STDERR_FILENO);
-		execlp("man", "man", "-w", page, (char *)NULL);
-		_exit(127);
-	}
-	return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
-	       WEXITSTATUS(status) == 0;
+	free(out);
+	free(err);
+	return found;
 }
 
 /* visdev help COMMAND: its page, where man has it; returns only when it does not. */

@@ -86,104 +86,6 @@ static int on_path(const char *name)
 	return 0;
 }
 
-/* Reads fd to its end into a growing string (*buf of *len). */
-static int drain(char **buf, size_t *len, size_t *cap, int fd)
-{
-	char chunk[4096];
-	ssize_t n = read(fd, chunk, sizeof(chunk));
-
-	if (n <= 0)
-		return (int)n;
-	/* cli_grow makes room for one more byte past its third argument, doubling */
-	while (*len + (size_t)n + 1 > *cap)
-		if (cli_grow(buf, cap, *cap, 1, 4096))
-			return -1;
-	memcpy(*buf + *len, chunk, (size_t)n);
-	*len += (size_t)n;
-	(*buf)[*len] = '\0';
-	return (int)n;
-}
-
-/*
- * Runs argv (from PATH) with its output read into *out and *err (free()
- * them). Returns its exit status, 128+N for signal N, or -1 when it could not
- * be started.
- */
-static int capture(char **out, char **err, const char *const *argv)
-{
-	int po[2], pe[2], status;
-	char *bufs[2] = { NULL, NULL }, **copy;
-	size_t lens[2] = { 0, 0 }, caps[2] = { 0, 0 }, n = 0;
-	pid_t pid;
-
-	*out = *err = NULL;
-	/* exec's own copy of the words, which it takes as writable */
-	while (argv[n])
-		n++;
-	copy = calloc(n + 1, sizeof(*copy));
-	for (size_t i = 0; copy && i < n; i++)
-		if (!(copy[i] = strdup(argv[i]))) {
-			vd_strings_free(copy, i);
-			copy = NULL;
-		}
-	if (!copy)
-		return -1;
-	if (pipe2(po, O_CLOEXEC) < 0) {
-		vd_strings_free(copy, n);
-		return -1;
-	}
-	if (pipe2(pe, O_CLOEXEC) < 0) {
-		close(po[0]);
-		close(po[1]);
-		vd_strings_free(copy, n);
-		return -1;
-	}
-	pid = fork();
-	if (pid == 0) {
-		dup2(po[1], STDOUT_FILENO);
-		dup2(pe[1], STDERR_FILENO);
-		/* Ctrl-C is the follower's to detach on: an sbatch it reached could leave an
-		   array Slurm took and the sweep never recorded */
-		signal(SIGINT, SIG_IGN);
-		execvp(copy[0], copy);
-		_exit(127);
-	}
-	vd_strings_free(copy, n);
-	close(po[1]);
-	close(pe[1]);
-	for (int open_fds = pid > 0 ? 2 : 0; open_fds;) {
-		struct pollfd p[2] = { { po[0], POLLIN, 0 }, { pe[0], POLLIN, 0 } };
-
-		open_fds = 0;
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
-			break;
-		for (int k = 0; k < 2; k++) {
-			if (p[k].fd < 0)
-				continue;
-			if (p[k].revents && drain(&bufs[k], &lens[k], &caps[k], p[k].fd) <= 0) {
-				close(p[k].fd);
-				if (k == 0)
-					po[0] = -1;
-				else
-					pe[0] = -1;
-			}
-		}
-		open_fds = (po[0] >= 0) + (pe[0] >= 0);
-	}
-	if (po[0] >= 0)
-		close(po[0]);
-	if (pe[0] >= 0)
-		close(pe[0]);
-	*out = bufs[0] ? bufs[0] : strdup("");
-	*err = bufs[1] ? bufs[1] : strdup("");
-	if (pid < 0)
-		return -1;
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 /* The last line of a command's error output, for a message of one line. */
 static const char *last_line(char *text)
 {
@@ -299,7 +201,7 @@ static int sweep_read(struct sweep *s, const char *dir, int ask_slurm)
 		int rc;
 
 		snprintf(name_opt, sizeof(name_opt), "--name=%s", s->job_name);
-		rc = capture(&out, &errs, argv);
+		rc = cli_capture(&out, &errs, argv);
 		if (rc != 0) {
 			static int said; /* a follower asks again and again: once is enough */
 
@@ -378,7 +280,7 @@ static int max_array(size_t *out)
 
 	if (!on_path("scontrol"))
 		return missing("scontrol");
-	rc = capture(&text, &errs, argv);
+	rc = cli_capture(&text, &errs, argv);
 	if (rc != 0) {
 		cli_error("scontrol show config failed: %s", last_line(errs));
 		rc = EXIT_FAIL;
@@ -463,7 +365,7 @@ static int submit(struct vd_slurm_queue *q, const size_t *jobs, size_t n, long m
 		argv[k++] = array_opt;
 		argv[k++] = batch;
 		argv[k++] = offset; /* batch.sh's $1 */
-		st = capture(&out, &errs, argv);
+		st = cli_capture(&out, &errs, argv);
 		free(array_opt);
 		free(argv);
 		if (st != 0) {
@@ -928,7 +830,7 @@ int slurm_cancel(const char *dir)
 	s.q->cancelled = 1;
 	if (vd_slurm_queue_write(s.q))
 		cli_error("%s", vd_error_last());
-	rc = capture(&out, &errs, argv);
+	rc = cli_capture(&out, &errs, argv);
 	if (rc != 0)
 		cli_error("scancel failed: %s", rc < 0 ? strerror(errno) : last_line(errs));
 	else
