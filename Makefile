@@ -127,8 +127,8 @@ man-check: $(MANPAGES)
 		[ -z "$$out" ] || { echo "$$p: $$out"; exit 1; }; \
 	done; echo "manual pages: $(words $(MANPAGES) docs/visdev.1) pages, no groff warning"
 
-# top's layout: the program's pure parts (all but main and the commands), with the library.
-TOPVIEW_OBJ := $(filter-out $(BUILD)/obj/cli/main.o $(BUILD)/obj/cli/cmd_%.o,$(CLI_OBJ))
+# top's layout: the program's pure parts (all but main, the commands and the queue's dispatchers), with the library.
+TOPVIEW_OBJ := $(filter-out $(BUILD)/obj/cli/main.o $(BUILD)/obj/cli/cmd_%.o $(BUILD)/obj/cli/queue_%.o,$(CLI_OBJ))
 
 $(BUILD)/tests/unit/test_topview: tests/unit/test_topview.c $(TOPVIEW_OBJ) $(STATIC_LIB)
 	@mkdir -p $(@D)
